@@ -1,0 +1,51 @@
+#pragma once
+// What a benchmark found: rows of figures (each with all its samples), printed
+// as a table and written as JSON together with the machine it ran on.
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "measure.hpp"
+
+namespace bench {
+
+/// One figure: a measure at one size.
+struct row {
+  std::string section;  ///< table group ("latency, one way", "physical limits", ...)
+  std::string id;       ///< stable name for the JSON ("short_latency", "long_bandwidth", ...)
+  std::string size;     ///< as printed ("8 B", "2 words")
+  uint64_t bytes = 0;   ///< payload bytes (argument bytes for short messages)
+  std::string unit;     ///< "us", "GB/s", "M msg/s"
+  series data;
+  std::optional<double> ratio;  ///< median / the limit's median
+  std::string ratio_of;         ///< which limit `ratio` is relative to
+  std::string peers;            ///< reference figures quoted for scale (not measured here)
+};
+
+struct report {
+  nlohmann::json machine;  ///< from machine_info()
+  nlohmann::json job;      ///< ranks, binding, mode
+  nlohmann::json config;   ///< the options and clump settings of the run
+  std::vector<row> rows;
+  std::vector<std::string> notes;  ///< what each measure does exactly
+  std::string summary;             ///< the headline figures and ratios, one paragraph
+
+  /// The first row with this id and size, or nullptr.
+  const row* find(const std::string& id, uint64_t bytes) const;
+  /// The readable table, with notes and the peers legend.
+  void print(std::FILE* out) const;
+  nlohmann::json to_json() const;
+};
+
+/// CPU model, core count, kernel, host, date (UTC), compiler.
+nlohmann::json machine_info();
+
+/// "8 B", "64 KiB", "4 MiB".
+std::string bytes_text(uint64_t bytes);
+
+}  // namespace bench

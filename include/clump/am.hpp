@@ -1,0 +1,478 @@
+#pragma once
+/// \file
+/// clump's Active Messages (AM-II) in C++.
+///
+/// An `endpoint` receives messages and names the destinations it sends to
+/// through its translation table (small index -> endpoint name + tag). A
+/// `bundle` polls its endpoints together and sleeps when they are idle.
+/// Handlers are ordinary lambdas or functions, registered in the same order on
+/// every process so that their indices agree:
+///
+/// \code
+///   auto pong = ep.on_reply([&](clump::token&, uint32_t v) { got = v; });
+///   auto ping = ep.on_request([&](clump::token& t, uint32_t v) { t.reply(pong, v + 1); });
+///   ep.request(1, ping, 41u);
+/// \endcode
+///
+/// A handler's argument list fixes its message: `(token&, A...)` is a short
+/// message; `(token&, std::span<const std::byte>, A...)` takes a payload
+/// (medium or long). Arguments are trivially copyable values of at most 20
+/// 32-bit words in all. The data path (sends, polls) returns `status` and never
+/// throws; setup throws `clump::error`.
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <span>
+#include <tuple>
+#include <type_traits>
+
+#include <clump/status.hpp>
+
+namespace clump {
+
+using tag_t = uint64_t;
+/// A tag that matches nothing: an endpoint with it receives no message.
+inline constexpr tag_t tag_none = 0;
+/// A tag that accepts every message, whatever tag it was sent with.
+inline constexpr tag_t tag_all = 1;
+
+using handler_index = uint8_t;
+/// Handlers per endpoint; index 0 is the returned-message handler.
+inline constexpr unsigned max_handlers = 256;
+/// Argument words a message carries at most.
+inline constexpr unsigned max_args = 20;
+/// Payload bytes of a long message at most (it must also fit the segment).
+inline constexpr size_t max_long = 0xffffffffu;
+/// Largest medium payload (the CLUMP_MAX_MEDIUM setting, 64 KiB by default).
+size_t max_medium() noexcept;
+
+/// An endpoint's global name: a plain value, valid across the job.
+struct endpoint_name {
+  uint64_t job = 0;
+  uint32_t rank = 0;
+  uint32_t id = 0;  ///< slot in its process (low 8 bits) and generation
+  friend bool operator==(const endpoint_name&, const endpoint_name&) = default;
+};
+
+/// Why a message came back to its sender's handler 0. Values are AM-2's.
+enum class return_reason : int {
+  bad_args = 1,            ///< the handler does not take these arguments or payload
+  bad_entry = 2,           ///< the translation table entry is not mapped
+  bad_tag = 3,             ///< the destination's tag does not match
+  bad_handler = 4,         ///< no handler at that index (or a request to a reply handler)
+  bad_segment_offset = 5,  ///< a long payload falls outside the destination segment
+  bad_length = 6,          ///< the payload is too long
+  bad_endpoint = 7,        ///< the destination endpoint no longer exists
+  congestion = 8,
+  unreachable = 9,         ///< the destination's process is gone
+  reply_rejected = 10,
+};
+const char* to_string(return_reason r) noexcept;
+
+/// Which kind of message came back. Values are AM-2's opcodes.
+enum class message_op : int {
+  request = 1, request_medium = 2, request_long = 3, reply = 4, reply_medium = 5, reply_long = 6,
+};
+
+/// A message that could not be delivered, as handler 0 sees it.
+struct returned_message {
+  return_reason reason;
+  message_op op;
+  handler_index handler;             ///< the handler it was sent to
+  std::span<const uint32_t> args;    ///< its argument words
+  size_t length;                     ///< its payload length
+  uint64_t offset;                   ///< its destination offset (long messages)
+  endpoint_name destination;         ///< where it was going (its name; zero if unknown)
+  tag_t tag;                         ///< the tag it was sent with
+};
+
+enum class bundle_mode {
+  sequential,  ///< one thread at a time uses the bundle and its endpoints
+  parallel,    ///< several threads may send and poll at once (AM_PAR)
+};
+
+enum class event_mask { none = 0, not_empty = 1 };
+
+class endpoint;
+class bundle;
+class token_base;
+
+/// Counters of one endpoint (cheap: process-local, not shared).
+struct endpoint_stats {
+  uint64_t requests_sent[3];   ///< short, medium, long
+  uint64_t replies_sent[3];
+  uint64_t requests_received[3];
+  uint64_t replies_received[3];
+  uint64_t returned;           ///< messages that came back to handler 0
+  uint64_t bytes_sent;         ///< payload bytes
+  uint64_t bytes_received;
+  uint64_t send_waits;         ///< sends that found a queue full and had to poll
+};
+
+namespace detail {
+struct endpoint_impl;
+struct bundle_impl;
+
+template <class T>
+inline constexpr unsigned words_of = static_cast<unsigned>((sizeof(T) + 3) / 4);
+
+template <class... A>
+inline constexpr unsigned words_in = (0u + ... + words_of<A>);
+
+template <class T>
+inline void put(uint32_t*& out, const T& v) noexcept {
+  static_assert(std::is_trivially_copyable_v<T>, "message arguments must be trivially copyable");
+  uint32_t w[words_of<T>] = {};
+  std::memcpy(w, &v, sizeof(T));
+  for (unsigned i = 0; i < words_of<T>; ++i) *out++ = w[i];
+}
+
+template <class T>
+inline T get(const uint32_t*& in) noexcept {
+  T v;
+  std::memcpy(&v, in, sizeof(T));
+  in += words_of<T>;
+  return v;
+}
+
+/// Argument values packed into 32-bit words, as a message carries them.
+template <class... A>
+struct packed {
+  uint32_t w[words_in<A...> + 1] = {};
+  explicit packed(const A&... a) noexcept {
+    [[maybe_unused]] uint32_t* o = w;
+    (put(o, a), ...);
+  }
+};
+
+/// The one shape every handler has inside clump.
+using raw_handler = void (*)(void* ctx, clump::token_base& t, const uint32_t* args, unsigned nargs, std::byte* data,
+                             size_t length);
+
+enum class role : uint8_t { any, request, reply };
+
+struct holder_base {
+  virtual ~holder_base() = default;
+};
+template <class F>
+struct holder final : holder_base {
+  explicit holder(F f) : fn(std::move(f)) {}
+  F fn;
+};
+}  // namespace detail
+
+/// The identity of a registered handler: its index, its role (request or
+/// reply), whether it takes a payload, and its argument types.
+template <detail::role Role, bool Payload, class... A>
+struct handler {
+  handler_index index = 0;
+};
+template <class... A> using request_handler = handler<detail::role::request, false, A...>;
+template <class... A> using reply_handler = handler<detail::role::reply, false, A...>;
+template <class... A> using payload_request_handler = handler<detail::role::request, true, A...>;
+template <class... A> using payload_reply_handler = handler<detail::role::reply, true, A...>;
+
+/// What kind of message a raw send makes.
+enum class message_kind : uint8_t { short_message, medium, long_message };
+
+/// Given to every handler: says where the message came from and, in a
+/// request handler, sends the one reply.
+class token_base {
+ public:
+  /// The sender's global name.
+  endpoint_name source() const noexcept;
+  /// The tag the message was sent with.
+  tag_t tag() const noexcept { return tag_; }
+  /// The translation index under which this endpoint knows the sender, or -1.
+  int source_index() const noexcept;
+  /// The endpoint the message arrived at.
+  endpoint& destination() const noexcept;
+  /// True in a request handler that has not replied yet.
+  bool can_reply() const noexcept { return is_request_ && !replied_; }
+  /// The returned message, in handler 0 (else nullptr).
+  const returned_message* returned() const noexcept { return returned_; }
+
+  /// Sends the reply with raw argument words (the typed `reply` calls this).
+  status reply_raw(message_kind kind, handler_index h, const uint32_t* args, unsigned nargs, const void* data,
+                   size_t length, uint64_t offset) noexcept;
+
+  // The fields below belong to clump's dispatch.
+  detail::endpoint_impl* ep_ = nullptr;
+  uint32_t source_ = 0;
+  message_kind kind_ = message_kind::short_message;
+  tag_t tag_ = 0;
+  bool is_request_ = false;
+  bool replied_ = false;
+  const returned_message* returned_ = nullptr;
+};
+
+class token : public token_base {
+ public:
+  /// Replies with a short message. At most one reply per request; a reply
+  /// handler may not reply (returns status::bad_arg).
+  template <class... A>
+  status reply(reply_handler<A...> h, std::type_identity_t<A>... a) noexcept {
+    detail::packed<A...> w(a...);
+    return reply_raw(message_kind::short_message, h.index, w.w, detail::words_in<A...>, nullptr, 0, 0);
+  }
+  /// Replies with a medium message (payload copied; at most max_medium()).
+  template <class... A>
+  status reply(payload_reply_handler<A...> h, std::span<const std::byte> payload,
+               std::type_identity_t<A>... a) noexcept {
+    detail::packed<A...> w(a...);
+    return reply_raw(message_kind::medium, h.index, w.w, detail::words_in<A...>, payload.data(), payload.size(), 0);
+  }
+  /// Replies with a long message into the requester's segment at `offset`.
+  template <class... A>
+  status reply_long(payload_reply_handler<A...> h, std::span<const std::byte> payload, uint64_t offset,
+                    std::type_identity_t<A>... a) noexcept {
+    detail::packed<A...> w(a...);
+    return reply_raw(message_kind::long_message, h.index, w.w, detail::words_in<A...>, payload.data(),
+                     payload.size(), offset);
+  }
+};
+
+namespace detail {
+template <class F>
+struct signature : signature<decltype(&F::operator())> {};
+template <class C, class R, class... A>
+struct signature<R (C::*)(token&, A...) const> : signature<R (*)(token&, A...)> {};
+template <class C, class R, class... A>
+struct signature<R (C::*)(token&, A...)> : signature<R (*)(token&, A...)> {};
+template <class R, class... A>
+struct signature<R (*)(token&, A...)> {
+  static constexpr bool payload = false;
+  template <role Ro> using handler_type = handler<Ro, false, std::decay_t<A>...>;
+  template <class F>
+  static void invoke(void* ctx, token_base& t, const uint32_t* args, unsigned, std::byte*, size_t) {
+    (void)args;
+    call(static_cast<holder<F>*>(ctx)->fn, static_cast<token&>(t), args, static_cast<std::decay_t<A>*>(nullptr)...);
+  }
+  template <class F, class... T>
+  static void call(F& f, token& t, [[maybe_unused]] const uint32_t* in, T*...) {
+    // Braced initialisation evaluates the arguments left to right.
+    struct ordered {
+      std::tuple<T...> v;
+    } o{{get<T>(in)...}};
+    std::apply([&](auto&... v) { f(t, v...); }, o.v);
+  }
+};
+template <class R, class... A>
+struct signature<R (*)(token&, std::span<const std::byte>, A...)> {
+  static constexpr bool payload = true;
+  template <role Ro> using handler_type = handler<Ro, true, std::decay_t<A>...>;
+  template <class F>
+  static void invoke(void* ctx, token_base& t, const uint32_t* args, unsigned, std::byte* data, size_t length) {
+    call(static_cast<holder<F>*>(ctx)->fn, static_cast<token&>(t), std::span<const std::byte>(data, length), args,
+         static_cast<std::decay_t<A>*>(nullptr)...);
+  }
+  template <class F, class... T>
+  static void call(F& f, token& t, std::span<const std::byte> p, [[maybe_unused]] const uint32_t* in, T*...) {
+    struct ordered {
+      std::tuple<T...> v;
+    } o{{get<T>(in)...}};
+    std::apply([&](auto&... v) { f(t, p, v...); }, o.v);
+  }
+};
+template <class R, class... A>
+struct signature<R (*)(token&, std::span<std::byte>, A...)> : signature<R (*)(token&, std::span<const std::byte>, A...)> {};
+}  // namespace detail
+
+/// A set of endpoints polled and waited on together (AM-II bundle).
+class bundle {
+ public:
+  explicit bundle(bundle_mode mode = bundle_mode::sequential);
+  ~bundle();
+  bundle(const bundle&) = delete;
+  bundle& operator=(const bundle&) = delete;
+
+  /// Runs the handlers of pending messages of every endpoint, a bounded
+  /// number per queue (CLUMP_POLL_BATCH); returns how many ran. Costs a few
+  /// nanoseconds when nothing is pending.
+  unsigned poll() noexcept;
+
+  /// Polls until `done()` is true: spins for CLUMP_SPIN_BEFORE_SLEEP_US, then
+  /// sleeps in the kernel until a message arrives (no busy waiting while idle).
+  template <class Pred>
+  void wait_until(Pred&& done) {
+    auto spin_until = std::chrono::steady_clock::now() + spin_time();
+    while (!done()) {
+      if (poll() != 0) {
+        spin_until = std::chrono::steady_clock::now() + spin_time();
+        continue;
+      }
+      if (done()) return;
+      if (std::chrono::steady_clock::now() >= spin_until) sleep_until_message();
+    }
+  }
+
+  /// Sleeps until some endpoint of the bundle has a message pending (or
+  /// `timeout` passes). Does not run handlers.
+  void sleep_until_message(std::chrono::nanoseconds timeout = std::chrono::milliseconds(100)) noexcept;
+
+  /// AM_SetEventMask / AM_GetEventMask: the event that wait() waits for. The
+  /// mask falls back to event_mask::none once wait() has seen its event.
+  void set_event_mask(event_mask m) noexcept;
+  event_mask get_event_mask() const noexcept;
+  /// AM_WaitSema: sleeps until the event mask's event. status::bad_arg when
+  /// the mask is none (it would never return).
+  status wait() noexcept;
+
+  bundle_mode mode() const noexcept;
+  detail::bundle_impl* impl() const noexcept { return impl_; }
+
+ private:
+  static std::chrono::microseconds spin_time() noexcept;
+  detail::bundle_impl* impl_;
+};
+
+/// An AM-II endpoint.
+class endpoint {
+ public:
+  /// Allocates an endpoint in `b`. Its tag starts as tag_none (it accepts
+  /// nothing until set_tag); it has no segment and no translations.
+  explicit endpoint(bundle& b);
+  ~endpoint();
+  endpoint(const endpoint&) = delete;
+  endpoint& operator=(const endpoint&) = delete;
+
+  endpoint_name name() const noexcept;
+  tag_t tag() const noexcept;
+  void set_tag(tag_t t) noexcept;
+  bundle& owner() const noexcept;
+  /// Moves the endpoint to another bundle (AM_MoveEndpoint).
+  void move_to(bundle& b);
+
+  // ---- translation table ----
+  /// Translation entries (default 256; the AM-2 maximum is 65535).
+  int translation_count() const noexcept;
+  void set_translation_count(int n);
+  /// Maps index -> (name, tag). Throws clump::error for a bad index or a name
+  /// outside this job.
+  void map(int index, const endpoint_name& name, tag_t tag);
+  /// Maps the first free index; returns it.
+  int map_any(const endpoint_name& name, tag_t tag);
+  void unmap(int index);
+  bool is_mapped(int index) const noexcept;
+  endpoint_name translation_name(int index) const;
+  tag_t translation_tag(int index) const;
+
+  // ---- segment ----
+  /// Allocates a segment of `bytes` in shared memory: long messages to it and
+  /// remote accesses from the node's other processes are a single memcpy.
+  std::span<std::byte> allocate_segment(size_t bytes);
+  /// Uses memory of the caller's as the segment (AM_SetSeg). Memory outside
+  /// clump's shared region receives long payloads in pieces, one extra copy.
+  void set_segment(void* address, size_t bytes);
+  std::span<std::byte> segment() const noexcept;
+
+  // ---- handlers ----
+  /// Registers a request handler at the next free index; returns its typed id.
+  template <class F>
+  auto on_request(F f) {
+    return install<detail::role::request>(-1, std::move(f));
+  }
+  /// Registers a request handler at a given index (1..255).
+  template <class F>
+  auto on_request(handler_index index, F f) {
+    return install<detail::role::request>(index, std::move(f));
+  }
+  template <class F>
+  auto on_reply(F f) {
+    return install<detail::role::reply>(-1, std::move(f));
+  }
+  template <class F>
+  auto on_reply(handler_index index, F f) {
+    return install<detail::role::reply>(index, std::move(f));
+  }
+  /// Handler 0: receives every message of this endpoint that could not be
+  /// delivered. Without one, clump prints the message and aborts the process.
+  void on_returned(std::function<void(const returned_message&)> f);
+  /// Installs a raw handler (the C API's path). `nargs` < 0 accepts any count;
+  /// `payload` is 0 (short messages only), 1 (medium and long only) or -1 (any).
+  /// `index` < 0 takes the next free index from 1. Throws for a taken or bad index.
+  handler_index set_raw_handler(int index, detail::raw_handler fn, void* ctx, detail::role role, int nargs,
+                                int payload, std::unique_ptr<detail::holder_base> owner = nullptr);
+  void clear_handler(handler_index index) noexcept;
+  bool has_handler(handler_index index) const noexcept;
+
+  // ---- sending (data path: returns status, never throws) ----
+  /// Short request to translation index `dest`.
+  template <class... A>
+  status request(int dest, request_handler<A...> h, std::type_identity_t<A>... a) noexcept {
+    static_assert(detail::words_in<A...> <= max_args, "too many argument words");
+    detail::packed<A...> w(a...);
+    return send_raw(dest, message_kind::short_message, h.index, w.w, detail::words_in<A...>, nullptr, 0, 0, false);
+  }
+  /// Medium request: the payload is copied; at most max_medium() bytes.
+  template <class... A>
+  status request(int dest, payload_request_handler<A...> h, std::span<const std::byte> payload,
+                 std::type_identity_t<A>... a) noexcept {
+    detail::packed<A...> w(a...);
+    return send_raw(dest, message_kind::medium, h.index, w.w, detail::words_in<A...>, payload.data(), payload.size(),
+                    0, false);
+  }
+  /// Long request: the payload lands at `offset` in the destination's segment
+  /// before the handler runs there. Returns when `payload` may be reused.
+  template <class... A>
+  status request_long(int dest, payload_request_handler<A...> h, std::span<const std::byte> payload,
+                      uint64_t offset, std::type_identity_t<A>... a) noexcept {
+    detail::packed<A...> w(a...);
+    return send_raw(dest, message_kind::long_message, h.index, w.w, detail::words_in<A...>, payload.data(),
+                    payload.size(), offset, false);
+  }
+  /// As request_long, but returns status::in_use instead of waiting when
+  /// the destination's queue is full.
+  template <class... A>
+  status request_long_async(int dest, payload_request_handler<A...> h, std::span<const std::byte> payload,
+                            uint64_t offset, std::type_identity_t<A>... a) noexcept {
+    detail::packed<A...> w(a...);
+    return send_raw(dest, message_kind::long_message, h.index, w.w, detail::words_in<A...>, payload.data(),
+                    payload.size(), offset, true);
+  }
+  /// Pulls `length` bytes at `source_offset` of the destination's segment into
+  /// this endpoint's segment at `offset`; then `h` runs here as a reply
+  /// handler with the data (AM_GetXferM).
+  template <class... A>
+  status get(int dest, payload_reply_handler<A...> h, uint64_t source_offset, uint64_t offset, size_t length,
+             std::type_identity_t<A>... a) noexcept {
+    detail::packed<A...> w(a...);
+    return get_raw(dest, h.index, w.w, detail::words_in<A...>, source_offset, offset, length);
+  }
+
+  /// The raw send every typed send uses (and the C API).
+  status send_raw(int dest, message_kind kind, handler_index h, const uint32_t* args, unsigned nargs,
+                  const void* data, size_t length, uint64_t offset, bool async) noexcept;
+  status get_raw(int dest, handler_index h, const uint32_t* args, unsigned nargs, uint64_t source_offset,
+                 uint64_t offset, size_t length) noexcept;
+
+  endpoint_stats stats() const noexcept;
+  void reset_stats() noexcept;
+
+  detail::endpoint_impl* impl() const noexcept { return impl_; }
+
+ private:
+  template <detail::role Ro, class F>
+  auto install(int index, F f) {
+    using sig = detail::signature<std::decay_t<F>>;
+    using H = typename sig::template handler_type<Ro>;
+    auto owner = std::make_unique<detail::holder<std::decay_t<F>>>(std::move(f));
+    void* ctx = owner.get();
+    handler_index i = set_raw_handler(index, &sig::template invoke<std::decay_t<F>>, ctx, Ro,
+                                      static_cast<int>(handler_words(H{})), sig::payload ? 1 : 0, std::move(owner));
+    return H{i};
+  }
+  template <detail::role Ro, bool P, class... A>
+  static constexpr unsigned handler_words(handler<Ro, P, A...>) {
+    static_assert(detail::words_in<A...> <= max_args, "too many argument words");
+    return detail::words_in<A...>;
+  }
+  detail::endpoint_impl* impl_;
+};
+
+}  // namespace clump

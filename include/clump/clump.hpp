@@ -1,0 +1,7 @@
+#pragma once
+/// \file
+/// Everything clump offers to C++ programs.
+
+#include <clump/am.hpp>
+#include <clump/runtime.hpp>
+#include <clump/status.hpp>

@@ -1,0 +1,98 @@
+#include <chrono>
+
+#include "am/endpoint_impl.hpp"
+#include "core/settings.hpp"
+#include "shm/wake.hpp"
+
+namespace clump {
+
+using namespace clump::detail;
+
+void detail::bundle_impl::set(std::vector<endpoint_impl*> eps) {
+  auto l = std::make_unique<list>();
+  l->eps = std::move(eps);
+  // Release: a poll that loads the new list sees it fully built.
+  endpoints.store(l.get(), std::memory_order_release);
+  lists.push_back(std::move(l));
+}
+
+bundle::bundle(bundle_mode mode) : impl_(new bundle_impl) {
+  am::process& proc = am::process::get();
+  impl_->owner = this;
+  impl_->mode = mode;
+  try {
+    impl_->wake_offset = proc.region().take_wake_word();
+  } catch (...) {
+    delete impl_;
+    throw;
+  }
+  impl_->wake = &proc.region().wake_word(impl_->wake_offset);
+  impl_->set({});
+  proc.add_bundle(impl_);
+}
+
+bundle::~bundle() {
+  am::process& proc = am::process::get();
+  proc.remove_bundle(impl_);
+  proc.region().give_wake_word(impl_->wake_offset);
+  delete impl_;
+}
+
+unsigned bundle::poll() noexcept {
+  if (handler_depth > 0) return 0;  // no polling from inside a handler
+  // Acquire: pairs with bundle_impl::set.
+  const bundle_impl::list* l = impl_->endpoints.load(std::memory_order_acquire);
+  const unsigned batch = core::settings().poll_batch;
+  unsigned n = 0;
+  for (endpoint_impl* e : l->eps) {
+    n += poll_replies(*e, batch);
+    n += poll_requests(*e, batch);
+    // Relaxed: a hint; deliver_returns takes the lock.
+    if (e->has_returns.load(std::memory_order_relaxed)) [[unlikely]]
+      n += deliver_returns(*e);
+  }
+  return n;
+}
+
+std::chrono::microseconds bundle::spin_time() noexcept {
+  return std::chrono::microseconds(core::settings().spin_before_sleep_us);
+}
+
+static bool any_pending(const bundle_impl& b) noexcept {
+  const bundle_impl::list* l = b.endpoints.load(std::memory_order_acquire);
+  for (const endpoint_impl* e : l->eps)
+    if (has_pending(*e)) return true;
+  return false;
+}
+
+void bundle::sleep_until_message(std::chrono::nanoseconds timeout) noexcept {
+  std::atomic<uint32_t>& w = *impl_->wake;
+  const uint32_t v = shm::prepare_sleep(w);
+  // After announcing the sleep, look once more: a sender that claimed before
+  // it could see our bit is visible here (handshake in shm/queue.hpp).
+  if (any_pending(*impl_)) {
+    shm::cancel_sleep(w);
+    return;
+  }
+  shm::sleep(w, v, static_cast<long>(timeout.count()));
+}
+
+void bundle::set_event_mask(event_mask m) noexcept {
+  // Relaxed: a setting read by the waiting thread itself.
+  impl_->mask.store(static_cast<int>(m), std::memory_order_relaxed);
+}
+
+event_mask bundle::get_event_mask() const noexcept {
+  return static_cast<event_mask>(impl_->mask.load(std::memory_order_relaxed));
+}
+
+status bundle::wait() noexcept {
+  if (get_event_mask() == event_mask::none) return status::bad_arg;
+  while (!any_pending(*impl_)) sleep_until_message(std::chrono::milliseconds(100));
+  set_event_mask(event_mask::none);
+  return status::ok;
+}
+
+bundle_mode bundle::mode() const noexcept { return impl_->mode; }
+
+}  // namespace clump

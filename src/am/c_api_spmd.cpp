@@ -1,0 +1,258 @@
+// The AMX SPMD extension of the AM-2 C API (include/clump/am.h): joining the
+// job, collectives through the launcher, job exit, the launcher's
+// environment, AMX_FatalErr, and adding and printing statistics.
+//
+// Startup builds its bundle and endpoint with the public C calls (c_api.cpp),
+// exactly as clump::runtime does with the C++ ones: tag = the job's tag for
+// this rank, translation i = rank i's endpoint (names exchanged with an
+// allgather, since the program may own other endpoints), then a barrier.
+// Collectives go through boot::job and keep running handlers while they
+// wait (process::progress), so a rank in a barrier still serves requests.
+
+#include "am/c_api_impl.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cinttypes>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "am/process.hpp"
+#include "core/log.hpp"
+
+namespace {
+
+namespace am = clump::am;
+using namespace clump::capi;
+
+// What AMX_SPMDStartup set up. Written once under `spmd_mutex`; `started` is
+// read without it (acquire: whoever sees true sees the rest).
+std::mutex spmd_mutex;
+std::atomic<bool> started{false};
+void (*exit_callback)(int) = nullptr;  // guarded by spmd_mutex
+std::atomic<bool> exiting{false};
+
+/// A collective may not start inside a handler (it would wait for ranks
+/// that wait for this handler's reply) nor before startup.
+int check_collective(const char* fn) noexcept {
+  if (!started.load(std::memory_order_acquire))
+    return fail(fn, AM_ERR_NOT_INIT, "AMX_SPMDStartup has not been called");
+  if (in_handler()) return fail(fn, AM_ERR_BAD_ARG, "called from inside a handler");
+  return -1;
+}
+
+/// Builds the job's bundle and endpoint into `eb` and `ep` (left set on
+/// failure, for the caller to free).
+int start(am::process& p, eb_t& eb, ep_t& ep) {
+  en_t mine{};
+  int rc = AM_AllocateBundle(AM_SEQ, &eb);
+  if (rc == AM_OK) rc = AM_AllocateEndpoint(eb, &ep, &mine);
+  if (rc == AM_OK) rc = AM_SetTag(ep, p.job().tag(p.rank()));
+  int ntrans = 0;
+  if (rc == AM_OK) rc = AM_GetNumTranslations(ep, &ntrans);
+  if (rc == AM_OK && ntrans < p.size()) rc = AM_SetNumTranslations(ep, std::min(p.size(), 65535));
+  if (rc != AM_OK) return rc;
+  std::vector<en_t> names(static_cast<size_t>(p.size()));
+  p.job().allgather(&mine, names.data(), sizeof mine, p.progress_fn());
+  for (int r = 0; r < p.size() && r < 65535; ++r)
+    if ((rc = AM_Map(ep, r, names[static_cast<size_t>(r)], p.job().tag(r))) != AM_OK) return rc;
+  // Every rank's endpoint exists before anyone sends.
+  p.job().barrier(p.progress_fn());
+  return AM_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+int AMX_SPMDIsWorker(char** argv) {
+  (void)argv;  // clumprun passes the program's arguments unchanged
+  return 1;
+}
+
+int AMX_SPMDStartup(int* argc, char*** argv, int network_depth, uint64_t* job_id, eb_t* eb, ep_t* ep) {
+  (void)argc;
+  (void)argv;
+  constexpr const char* fn = "AMX_SPMDStartup";
+  if (!eb || !ep || network_depth < 0)
+    return fail(fn, AM_ERR_BAD_ARG, "NULL bundle or endpoint pointer, or a negative network depth");
+  std::lock_guard lock(spmd_mutex);
+  if (started.load(std::memory_order_relaxed))
+    return fail(fn, AM_ERR_RESOURCE, "the job has been joined already (AMX_SPMDStartup called twice)");
+  int rc = AM_Init();
+  if (rc != AM_OK) return rc;
+  eb_t b = nullptr;
+  ep_t e = nullptr;
+  rc = guarded(fn, [&] {
+    am::process& p = am::process::get();
+    int r = start(p, b, e);
+    if (r == AM_OK && job_id) *job_id = p.job_id();
+    return r;
+  });
+  if (rc != AM_OK) {
+    if (b) AM_FreeBundle(b);  // and its endpoint
+    AM_Terminate();
+    return rc;
+  }
+  *eb = b;
+  *ep = e;
+  started.store(true, std::memory_order_release);
+  return AM_OK;
+}
+
+int AMX_SPMDNumProcs(void) {
+  return started.load(std::memory_order_acquire) ? am::process::existing()->size() : -1;
+}
+
+int AMX_SPMDMyProc(void) {
+  return started.load(std::memory_order_acquire) ? am::process::existing()->rank() : -1;
+}
+
+int AMX_SPMDBarrier(void) {
+  if (int rc = check_collective("AMX_SPMDBarrier"); rc >= 0) return rc;
+  return guarded("AMX_SPMDBarrier", [] {
+    am::process& p = *am::process::existing();
+    p.job().barrier(p.progress_fn());
+    return AM_OK;
+  });
+}
+
+int AMX_SPMDAllGather(void* src, void* dst, size_t len) {
+  if (int rc = check_collective("AMX_SPMDAllGather"); rc >= 0) return rc;
+  return guarded("AMX_SPMDAllGather", [&] {
+    am::process& p = *am::process::existing();
+    p.job().allgather(src, dst, len, p.progress_fn());  // throws bad_arg for NULL buffers
+    return AM_OK;
+  });
+}
+
+int AMX_SPMDBroadcast(void* buf, size_t len, int root) {
+  if (int rc = check_collective("AMX_SPMDBroadcast"); rc >= 0) return rc;
+  return guarded("AMX_SPMDBroadcast", [&] {
+    am::process& p = *am::process::existing();
+    p.job().broadcast(buf, len, root, p.progress_fn());  // throws bad_arg for a bad root
+    return AM_OK;
+  });
+}
+
+int AMX_SPMDSetExitCallback(void (*fn)(int)) {
+  std::lock_guard lock(spmd_mutex);
+  exit_callback = fn;
+  return AM_OK;
+}
+
+int AMX_SPMDExit(int code) {
+  void (*cb)(int) = nullptr;
+  {
+    std::lock_guard lock(spmd_mutex);
+    cb = exit_callback;
+  }
+  // Once: a callback that calls AMX_SPMDExit itself goes straight to the exit.
+  if (cb && !exiting.exchange(true, std::memory_order_acq_rel)) cb(code);
+  if (am::process* p = am::process::existing()) p->job().exit_job(code);
+  std::fflush(nullptr);
+  std::exit(code);  // never joined a job: nobody else to stop
+}
+
+char* AMX_SPMDgetenvMaster(const char* name) {
+  if (!name) {
+    fail("AMX_SPMDgetenvMaster", AM_ERR_BAD_ARG, "NULL name");
+    return nullptr;
+  }
+  // One copy per name for the program's life: callers keep the pointer.
+  static auto* cache = new std::map<std::string, std::unique_ptr<char[]>>;
+  static std::mutex cache_mutex;
+  char* out = nullptr;
+  guarded("AMX_SPMDgetenvMaster", [&] {
+    std::lock_guard lock(cache_mutex);
+    auto it = cache->find(name);
+    if (it == cache->end()) {
+      std::optional<std::string> v = am::process::get().job().getenv_master(name);
+      std::unique_ptr<char[]> copy;
+      if (v) {
+        copy = std::make_unique<char[]>(v->size() + 1);
+        std::memcpy(copy.get(), v->c_str(), v->size() + 1);
+      }
+      it = cache->emplace(name, std::move(copy)).first;
+    }
+    out = it->second.get();
+    return AM_OK;
+  });
+  return out;
+}
+
+void AMX_FatalErr(const char* fmt, ...) {
+  char message[1024] = "(no message)";
+  if (fmt) {
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+  }
+  clump::core::fatal("AMX_FatalErr: %s", message);
+}
+
+// ---- statistics ----------------------------------------------------------------------------
+
+const amx_stats_t AMX_initial_stats = {};
+
+int AMX_AggregateStatistics(amx_stats_t* sum, amx_stats_t* add) {
+  if (!sum || !add) return fail("AMX_AggregateStatistics", AM_ERR_BAD_ARG, "NULL statistics");
+  for (int k = 0; k < 3; ++k) {
+    sum->requests_sent[k] += add->requests_sent[k];
+    sum->replies_sent[k] += add->replies_sent[k];
+    sum->requests_received[k] += add->requests_received[k];
+    sum->replies_received[k] += add->replies_received[k];
+  }
+  sum->returned += add->returned;
+  sum->bytes_sent += add->bytes_sent;
+  sum->bytes_received += add->bytes_received;
+  sum->send_waits += add->send_waits;
+  sum->endpoints += add->endpoints;
+  return AM_OK;
+}
+
+const char* AMX_DumpStatistics(FILE* out, amx_stats_t* stats, int global) {
+  if (!stats) {
+    fail("AMX_DumpStatistics", AM_ERR_BAD_ARG, "NULL statistics");
+    return nullptr;
+  }
+  thread_local std::string text;
+  const amx_stats_t& s = *stats;
+  char line[256];
+  auto add = [&](const char* fmt, auto... v) {
+    std::snprintf(line, sizeof line, fmt, v...);
+    text += line;
+  };
+  auto row = [&](const char* what, const uint64_t (&n)[3]) {
+    add("  %-20s %14" PRIu64 " %14" PRIu64 " %14" PRIu64 " %14" PRIu64 "\n", what, n[0], n[1], n[2],
+        n[0] + n[1] + n[2]);
+  };
+  text.clear();
+  add("AM statistics (%s, %" PRIu64 " endpoint%s)\n", global ? "all ranks" : "this rank", s.endpoints,
+      s.endpoints == 1 ? "" : "s");
+  add("  %-20s %14s %14s %14s %14s\n", "messages", "short", "medium", "long", "total");
+  row("requests sent", s.requests_sent);
+  row("requests received", s.requests_received);
+  row("replies sent", s.replies_sent);
+  row("replies received", s.replies_received);
+  add("  %-20s %14" PRIu64 "\n", "returned (handler 0)", s.returned);
+  add("  %-20s %14" PRIu64 "\n", "payload bytes sent", s.bytes_sent);
+  add("  %-20s %14" PRIu64 "\n", "payload bytes recvd", s.bytes_received);
+  add("  %-20s %14" PRIu64 "\n", "sends that waited", s.send_waits);
+  if (out) {
+    std::fputs(text.c_str(), out);
+    std::fflush(out);
+  }
+  return text.c_str();
+}
+
+}  // extern "C"

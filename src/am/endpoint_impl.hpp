@@ -1,0 +1,141 @@
+#pragma once
+// The private state behind clump::endpoint and clump::bundle.
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <clump/am.hpp>
+
+#include "am/process.hpp"
+#include "shm/queue_block.hpp"
+
+namespace clump::detail {
+
+struct handler_entry {
+  raw_handler fn = nullptr;
+  void* ctx = nullptr;
+  role accepts = role::any;
+  int16_t nargs = -1;   // -1: any count
+  int8_t payload = -1;  // -1: any message; 0: short only; 1: medium and long only
+};
+
+struct translation {
+  bool used = false;
+  endpoint_name name{};
+  tag_t tag = 0;
+  am::remote_endpoint* remote = nullptr;
+  uint32_t state = 0;  // the queue block state the name stands for
+};
+
+/// A message that must come back to handler 0, kept until the next poll.
+struct pending_return {
+  return_reason reason;
+  message_op op;
+  handler_index handler;
+  uint8_t nargs;
+  uint32_t args[max_args];
+  size_t length;
+  uint64_t offset;
+  endpoint_name destination;
+  tag_t tag;
+};
+
+/// A counter of the owning endpoint: plain stores when one thread owns the
+/// bundle, atomic additions when several may.
+struct counter {
+  std::atomic<uint64_t> v{0};
+  void add(uint64_t n, bool parallel) noexcept {
+    // Relaxed: statistics order nothing.
+    if (parallel)
+      v.fetch_add(n, std::memory_order_relaxed);
+    else
+      v.store(v.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  uint64_t get() const noexcept { return v.load(std::memory_order_relaxed); }
+};
+
+struct endpoint_impl {
+  endpoint* self = nullptr;
+  bundle_impl* bundle = nullptr;
+  am::process* proc = nullptr;
+  uint32_t slot = 0;
+  uint32_t generation = 0;
+  uint32_t id = 0;  // rank << 8 | slot
+  shm::queue_block_view own;
+  bool parallel = false;
+
+  // Consumer state (this process only).
+  // Atomic (relaxed) only because a sleeping thread may read them while the
+  // consumer thread writes them; one thread at a time consumes each queue.
+  std::atomic<uint64_t> request_head{0};
+  std::atomic<uint64_t> reply_head{0};
+  std::atomic_flag request_busy = ATOMIC_FLAG_INIT;  // parallel mode: one consumer per queue
+  std::atomic_flag reply_busy = ATOMIC_FLAG_INIT;
+
+  std::array<handler_entry, max_handlers> handlers{};
+  std::array<std::unique_ptr<holder_base>, max_handlers> owners{};
+  std::function<void(const returned_message&)> on_returned;
+
+  std::vector<translation> translations;
+
+  // Segment.
+  std::byte* segment = nullptr;
+  size_t segment_length = 0;
+  uint64_t segment_offset = shm::private_segment;  // in our region, when shared
+  bool segment_owned = false;
+
+  // Returns found at the sender, and returns that could not be sent back yet.
+  std::mutex returns_mutex;
+  std::vector<pending_return> local_returns;
+  struct deferred {
+    uint32_t to;
+    pending_return r;
+    uint32_t from;
+  };
+  std::vector<deferred> outbox;
+  std::atomic<bool> has_returns{false};
+
+  // Statistics.
+  counter requests_sent[3], replies_sent[3], requests_received[3], replies_received[3];
+  counter returned, bytes_sent, bytes_received, send_waits;
+};
+
+struct bundle_impl {
+  bundle* owner = nullptr;
+  bundle_mode mode = bundle_mode::sequential;
+  uint32_t wake_offset = 0;
+  std::atomic<uint32_t>* wake = nullptr;
+  std::atomic<int> mask{0};
+  // The endpoints, as an immutable list swapped on change so that polls read
+  // it without a lock. Old lists are kept until the bundle dies (a poll in
+  // another thread may still be walking one).
+  struct list {
+    std::vector<endpoint_impl*> eps;
+  };
+  std::atomic<const list*> endpoints{nullptr};
+  std::vector<std::unique_ptr<list>> lists;
+  std::mutex mutex;  // guards changes to the list
+
+  void set(std::vector<endpoint_impl*> eps);
+};
+
+/// Runs handlers of one queue; returns how many messages it handled.
+unsigned poll_requests(endpoint_impl& e, unsigned budget) noexcept;
+unsigned poll_replies(endpoint_impl& e, unsigned budget) noexcept;
+/// Delivers returns found at the sender and retries deferred ones.
+unsigned deliver_returns(endpoint_impl& e) noexcept;
+/// Records a message that did not leave this process; handler 0 gets it at the next poll.
+void return_locally(endpoint_impl& e, return_reason why, message_op op, handler_index h, const uint32_t* args,
+                    unsigned nargs, size_t length, uint64_t offset, const endpoint_name& dest, tag_t tag) noexcept;
+/// True when some queue of `e` has claims not yet handled, or returns wait.
+bool has_pending(const endpoint_impl& e) noexcept;
+
+/// Depth of handler calls on this thread (requests may not be sent from a handler).
+extern thread_local int handler_depth;
+
+}  // namespace clump::detail

@@ -1,0 +1,91 @@
+#pragma once
+// The process-wide state of the am layer: this process's shared region, the
+// job it belongs to, the regions of its peers, and a cache of views of remote
+// endpoints (built on first use, then read without locks on every send).
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "boot/job.hpp"
+#include "shm/queue_block.hpp"
+#include "shm/region.hpp"
+
+namespace clump::detail {
+struct bundle_impl;
+}
+
+namespace clump::am {
+
+/// A remote (or local) endpoint as a sender sees it.
+struct remote_endpoint {
+  shm::queue_block_view view;
+  shm::head_cache request_cache;  // this process's copy of the request queue head
+  shm::head_cache reply_cache;
+  std::byte* region_base = nullptr;  // the owner's region, mapped here
+  int rank = 0;
+  uint32_t slot = 0;
+};
+
+inline constexpr uint32_t source_id(int rank, uint32_t slot) noexcept {
+  return (static_cast<uint32_t>(rank) << 8) | slot;
+}
+inline constexpr int source_rank(uint32_t id) noexcept { return static_cast<int>(id >> 8); }
+inline constexpr uint32_t source_slot(uint32_t id) noexcept { return id & 0xffu; }
+
+class process {
+ public:
+  /// The process's state, created (region, job, peers) on first use. Throws
+  /// clump::error when joining the job fails.
+  static process& get();
+  /// The state if it exists already, else nullptr.
+  static process* existing() noexcept;
+
+  shm::region& region() noexcept { return *region_; }
+  boot::job& job() noexcept { return *job_; }
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+  uint64_t job_id() const noexcept { return job_id_; }
+
+  /// The endpoint `id` (rank << 8 | slot) as seen from here, or nullptr when
+  /// no such rank or slot exists. Lock-free after the first call per endpoint.
+  remote_endpoint* remote(uint32_t id) noexcept {
+    int r = source_rank(id);
+    uint32_t s = source_slot(id);
+    if (r >= size_ || s >= max_slots_) [[unlikely]]
+      return nullptr;
+    // Acquire: pairs with the release that publishes a new entry.
+    remote_endpoint* e = remotes_[static_cast<size_t>(r) * max_slots_ + s].load(std::memory_order_acquire);
+    return e ? e : make_remote(r, s);
+  }
+
+  /// Bundles register here so that blocking boot collectives keep polling.
+  void add_bundle(detail::bundle_impl* b);
+  void remove_bundle(detail::bundle_impl* b);
+  /// Polls every bundle (the progress function of boot collectives).
+  void progress() noexcept;
+  /// A progress function for boot calls.
+  boot::progress_fn progress_fn() {
+    return [this] { progress(); };
+  }
+
+ private:
+  process();
+  remote_endpoint* make_remote(int rank, uint32_t slot) noexcept;
+
+  std::unique_ptr<shm::region> region_;
+  std::unique_ptr<boot::job> job_;
+  shm::peer_regions peers_;
+  int rank_ = 0;
+  int size_ = 1;
+  uint64_t job_id_ = 0;
+  uint32_t max_slots_ = 256;
+  std::unique_ptr<std::atomic<remote_endpoint*>[]> remotes_;
+  std::vector<std::unique_ptr<remote_endpoint>> remote_storage_;
+  std::mutex mutex_;  // guards remote_storage_ and bundles_ (setup paths)
+  std::vector<detail::bundle_impl*> bundles_;
+};
+
+}  // namespace clump::am

@@ -1,0 +1,341 @@
+#include "am/send.hpp"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/log.hpp"
+#include "core/settings.hpp"
+#include "shm/queue.hpp"
+#include "shm/wake.hpp"
+
+namespace clump::detail {
+
+namespace {
+
+using shm::packet_kind;
+
+/// One packet as the sender describes it.
+struct outgoing {
+  packet_kind kind;
+  uint8_t flags = 0;
+  handler_index handler = 0;
+  const uint32_t* args = nullptr;
+  unsigned nargs = 0;
+  uint32_t length = 0;         // the packet's length field
+  uint64_t offset = 0;         // the packet's offset field (unless the ring is used)
+  tag_t tag = 0;
+  uint64_t aux = 0;            // second line
+  uint32_t piece = 0;          // second line
+  const void* ring_data = nullptr;  // copied into the payload ring
+  size_t ring_bytes = 0;
+  std::byte* direct = nullptr;      // copied into the destination segment after the claim
+  const void* direct_data = nullptr;
+  size_t direct_bytes = 0;
+};
+
+[[gnu::cold]] status misuse(const char* what) noexcept {
+  core::log_error("%s", what);
+  return status::bad_arg;
+}
+
+[[gnu::cold]] void wait_for_room(endpoint_impl& from, when_full policy, unsigned round) noexcept {
+  if (round == 0) from.send_waits.add(1, from.parallel);
+  if (policy == when_full::poll_replies) {
+    poll_replies(from, core::settings().poll_batch);
+  } else {
+    // Not inside a handler (sends of requests from handlers are refused), so
+    // running the bundle's handlers here is safe and keeps replies flowing.
+    from.bundle->owner->poll();
+  }
+  if (round > 64) sched_yield();  // the receiver may need this core
+}
+
+/// Claims room, fills the packet and publishes it.
+status enqueue(endpoint_impl& from, am::remote_endpoint& to, bool reply, const outgoing& m, when_full policy,
+               uint32_t expect_state) noexcept {
+  const shm::queue_ref& q = reply ? to.view.reply : to.view.request;
+  shm::head_cache& cache = reply ? to.reply_cache : to.request_cache;
+  uint8_t flags = m.flags;
+  if (m.nargs > shm::args_in_first_line) flags |= shm::flag_two_lines;
+  const uint32_t lines = (flags & shm::flag_two_lines) ? 2 : 1;
+  shm::claim c;
+  for (unsigned round = 0; !shm::try_claim(q, cache, lines, m.ring_bytes, c); ++round) {
+    if (policy == when_full::give_up) return status::in_use;
+    // A request whose destination went away while we wait would wait forever.
+    if (expect_state && to.view.header->state.load(std::memory_order_relaxed) != expect_state)
+      return status::not_sent;
+    wait_for_room(from, policy, round);
+  }
+  shm::packet& p = shm::line_at(q, c.line);
+  p.kind = m.kind;
+  p.handler = m.handler;
+  p.nargs = static_cast<uint8_t>(m.nargs);
+  p.flags = flags;
+  p.source = from.id;
+  p.length = m.length;
+  p.tag = m.tag;
+  p.offset = (flags & shm::flag_ring) ? c.ring_used : m.offset;
+  const unsigned first = std::min(m.nargs, shm::args_in_first_line);
+  if (first) std::memcpy(p.args, m.args, first * sizeof(uint32_t));
+  if (lines == 2) {
+    shm::packet_tail& t = shm::tail_at(q, c.line + 1);
+    // Relaxed: only keeps an older lap's value from matching (see packet.hpp);
+    // the release in publish() orders it with everything else.
+    t.seq.store(c.line + 2, std::memory_order_relaxed);
+    t.piece = m.piece;
+    t.aux = m.aux;
+    if (m.nargs > first) std::memcpy(t.args, m.args + first, (m.nargs - first) * sizeof(uint32_t));
+  }
+  if (m.ring_bytes) std::memcpy(shm::ring_at(q, c.ring_line), m.ring_data, m.ring_bytes);
+  if (m.direct_bytes) std::memcpy(m.direct, m.direct_data, m.direct_bytes);
+  shm::publish(q, c);
+  if (c.wake) [[unlikely]]
+    shm::wake(shm::wake_word(q));
+  return status::ok;
+}
+
+packet_kind kind_for(message_kind k, bool reply) noexcept {
+  switch (k) {
+    case message_kind::short_message: return reply ? packet_kind::short_reply : packet_kind::short_request;
+    case message_kind::medium: return reply ? packet_kind::medium_reply : packet_kind::medium_request;
+    case message_kind::long_message: return reply ? packet_kind::long_reply : packet_kind::long_request;
+  }
+  return packet_kind::short_request;
+}
+
+}  // namespace
+
+message_op op_of(packet_kind k) noexcept {
+  switch (k) {
+    case packet_kind::short_request: return message_op::request;
+    case packet_kind::medium_request: return message_op::request_medium;
+    case packet_kind::long_request:
+    case packet_kind::long_piece:
+    case packet_kind::get_request: return message_op::request_long;
+    case packet_kind::short_reply: return message_op::reply;
+    case packet_kind::medium_reply: return message_op::reply_medium;
+    case packet_kind::long_reply:
+    case packet_kind::long_piece_reply:
+    case packet_kind::returned: return message_op::reply_long;
+  }
+  return message_op::request;
+}
+
+endpoint_name name_of(const endpoint_impl& here, uint32_t id) noexcept {
+  endpoint_name n{here.proc->job_id(), static_cast<uint32_t>(am::source_rank(id)), am::source_slot(id)};
+  if (am::remote_endpoint* r = here.proc->remote(id))
+    n.id |= (r->view.header->state.load(std::memory_order_relaxed) >> 1) << 8;
+  return n;
+}
+
+status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, message_kind kind, handler_index h,
+                    const uint32_t* args, unsigned nargs, const void* data, size_t length, uint64_t offset,
+                    tag_t tag, when_full policy, const endpoint_name& dest_name) noexcept {
+  const bool par = from.parallel;
+  const auto k = static_cast<unsigned>(kind);
+  if (nargs > max_args) [[unlikely]]
+    return misuse("a message carries at most 20 argument words");
+  if (length && !data) [[unlikely]]
+    return misuse("payload pointer is null but its length is not 0");
+  outgoing m{};
+  m.kind = kind_for(kind, reply);
+  m.handler = h;
+  m.args = args;
+  m.nargs = nargs;
+  m.tag = tag;
+  m.length = static_cast<uint32_t>(length);
+  const uint32_t expect = reply ? 0 : to.view.header->state.load(std::memory_order_relaxed);
+  status s = status::ok;
+  switch (kind) {
+    case message_kind::short_message:
+      s = enqueue(from, to, reply, m, policy, expect);
+      break;
+    case message_kind::medium:
+      if (length > core::settings().max_medium) [[unlikely]]
+        return misuse("medium payload longer than max_medium() (CLUMP_MAX_MEDIUM); send it as a long message");
+      m.flags = shm::flag_ring;
+      m.ring_data = data;
+      m.ring_bytes = length;
+      s = enqueue(from, to, reply, m, policy, expect);
+      break;
+    case message_kind::long_message: {
+      if (length > max_long) [[unlikely]]
+        return misuse("long payload longer than max_long (4 GiB - 1)");
+      // Relaxed: the owner sets its segment before it tells anyone about it;
+      // the receiver checks the bounds again on arrival.
+      const uint64_t seg_off = to.view.header->segment_offset.load(std::memory_order_relaxed);
+      const uint64_t seg_len = to.view.header->segment_length.load(std::memory_order_relaxed);
+      if (offset > seg_len || length > seg_len - offset) [[unlikely]] {
+        return_locally(from, return_reason::bad_segment_offset, reply ? message_op::reply_long : message_op::request_long,
+                       h, args, nargs, length, offset, dest_name, tag);
+        return status::ok;
+      }
+      if (seg_off != shm::private_segment) {
+        // Single copy: straight into the destination's segment, mapped here.
+        m.offset = offset;
+        m.direct = to.region_base + seg_off + offset;
+        m.direct_data = data;
+        m.direct_bytes = length;
+        s = enqueue(from, to, reply, m, policy, expect);
+        break;
+      }
+      // A private segment: the payload travels through the ring in pieces
+      // that the receiver copies into place; the last one runs the handler.
+      const size_t piece = core::settings().max_medium;
+      const auto* src = static_cast<const std::byte*>(data);
+      size_t done = 0;
+      outgoing part{};
+      part.kind = reply ? packet_kind::long_piece_reply : packet_kind::long_piece;
+      part.flags = shm::flag_ring | shm::flag_two_lines | shm::flag_staged;
+      part.tag = tag;
+      while (length - done > piece) {
+        part.length = static_cast<uint32_t>(piece);
+        part.piece = static_cast<uint32_t>(piece);
+        part.aux = offset + done;
+        part.ring_data = src + done;
+        part.ring_bytes = piece;
+        s = enqueue(from, to, reply, part, done ? (policy == when_full::give_up ? when_full::poll_bundle : policy)
+                                                : policy, expect);
+        if (s != status::ok) return s;
+        done += piece;
+      }
+      m.flags = shm::flag_ring | shm::flag_two_lines | shm::flag_staged;
+      m.aux = offset;
+      m.piece = static_cast<uint32_t>(length - done);
+      m.ring_data = src + done;
+      m.ring_bytes = length - done;
+      s = enqueue(from, to, reply, m, done && policy == when_full::give_up ? when_full::poll_bundle : policy,
+                  expect);
+      break;
+    }
+  }
+  if (s == status::not_sent) [[unlikely]] {
+    return_locally(from, return_reason::bad_endpoint, op_of(m.kind), h, args, nargs, length, offset, dest_name, tag);
+    return status::ok;
+  }
+  if (s != status::ok) return s;
+  (reply ? from.replies_sent : from.requests_sent)[k].add(1, par);
+  if (length) from.bytes_sent.add(length, par);
+  return status::ok;
+}
+
+bool try_send_return(endpoint_impl& from, uint32_t to_id, const pending_return& r) noexcept {
+  am::remote_endpoint* to = from.proc->remote(to_id);
+  if (!to) return true;  // nowhere to send it; dropped (logged by the caller)
+  outgoing m{};
+  m.kind = packet_kind::returned;
+  m.flags = shm::flag_two_lines;
+  m.handler = r.handler;
+  m.args = r.args;
+  m.nargs = r.nargs;
+  m.length = static_cast<uint32_t>(r.length);
+  m.offset = r.offset;
+  m.tag = r.tag;  // the tag the message was sent with (returned packets are not tag-checked)
+  m.aux = static_cast<uint64_t>(r.reason) | (static_cast<uint64_t>(r.op) << 8);
+  return enqueue(from, *to, true, m, when_full::give_up, 0) == status::ok;
+}
+
+void send_return(endpoint_impl& from, uint32_t to, const pending_return& r) noexcept {
+  if (try_send_return(from, to, r)) return;
+  std::lock_guard lock(from.returns_mutex);
+  from.outbox.push_back({to, r, from.id});
+  // Relaxed: the mutex orders the outbox; the flag only prompts a later poll.
+  from.has_returns.store(true, std::memory_order_relaxed);
+}
+
+// ---- the public entry points -------------------------------------------
+
+}  // namespace clump::detail
+
+namespace clump {
+
+using namespace clump::detail;
+
+status endpoint::send_raw(int dest, message_kind kind, handler_index h, const uint32_t* args, unsigned nargs,
+                          const void* data, size_t length, uint64_t offset, bool async) noexcept {
+  endpoint_impl& e = *impl_;
+  if (handler_depth > 0) [[unlikely]]
+    return misuse("a request was sent from inside a handler; handlers may only reply (AM-II)");
+  if (dest < 0 || static_cast<size_t>(dest) >= e.translations.size()) [[unlikely]]
+    return misuse("translation index out of range");
+  translation& t = e.translations[static_cast<size_t>(dest)];
+  if (!t.used || !t.remote) [[unlikely]] {
+    return_locally(e, return_reason::bad_entry, op_of(kind_for(kind, false)), h, args, nargs, length, offset,
+                   endpoint_name{}, 0);
+    return status::ok;
+  }
+  if (t.remote->view.header->state.load(std::memory_order_relaxed) != t.state) [[unlikely]] {
+    return_locally(e, return_reason::bad_endpoint, op_of(kind_for(kind, false)), h, args, nargs, length, offset,
+                   t.name, t.tag);
+    return status::ok;
+  }
+  return send_message(e, *t.remote, false, kind, h, args, nargs, data, length, offset, t.tag,
+                      async ? when_full::give_up : when_full::poll_bundle, t.name);
+}
+
+status endpoint::get_raw(int dest, handler_index h, const uint32_t* args, unsigned nargs, uint64_t source_offset,
+                         uint64_t offset, size_t length) noexcept {
+  endpoint_impl& e = *impl_;
+  if (handler_depth > 0) [[unlikely]]
+    return misuse("a get was started from inside a handler; handlers may only reply (AM-II)");
+  if (dest < 0 || static_cast<size_t>(dest) >= e.translations.size()) [[unlikely]]
+    return misuse("translation index out of range");
+  if (nargs > max_args) [[unlikely]]
+    return misuse("a message carries at most 20 argument words");
+  if (offset > e.segment_length || length > e.segment_length - offset || length > max_long) [[unlikely]]
+    return misuse("get: the destination range lies outside this endpoint's segment");
+  const handler_entry& local = e.handlers[h];
+  if (h == 0 || !local.fn || local.accepts == role::request || local.payload == 0) [[unlikely]]
+    return misuse("get: the handler that receives the data must be a reply handler taking a payload, set here");
+  translation& t = e.translations[static_cast<size_t>(dest)];
+  if (!t.used || !t.remote) [[unlikely]] {
+    return_locally(e, return_reason::bad_entry, message_op::request_long, h, args, nargs, length, source_offset,
+                   endpoint_name{}, 0);
+    return status::ok;
+  }
+  if (t.remote->view.header->state.load(std::memory_order_relaxed) != t.state) [[unlikely]] {
+    return_locally(e, return_reason::bad_endpoint, message_op::request_long, h, args, nargs, length, source_offset,
+                   t.name, t.tag);
+    return status::ok;
+  }
+  outgoing m{};
+  m.kind = shm::packet_kind::get_request;
+  m.flags = shm::flag_two_lines;
+  m.handler = h;
+  m.args = args;
+  m.nargs = nargs;
+  m.length = static_cast<uint32_t>(length);
+  m.offset = source_offset;
+  m.aux = offset;
+  m.tag = t.tag;
+  status s = enqueue(e, *t.remote, false, m, when_full::poll_bundle, t.state);
+  if (s == status::not_sent) {
+    return_locally(e, return_reason::bad_endpoint, message_op::request_long, h, args, nargs, length, source_offset,
+                   t.name, t.tag);
+    return status::ok;
+  }
+  if (s == status::ok) e.requests_sent[2].add(1, e.parallel);  // counted as a long request, as on arrival
+  return s;
+}
+
+status token_base::reply_raw(message_kind kind, handler_index h, const uint32_t* args, unsigned nargs,
+                             const void* data, size_t length, uint64_t offset) noexcept {
+  if (!is_request_) [[unlikely]]
+    return misuse("reply from a reply handler or handler 0; only request handlers may reply");
+  if (replied_) [[unlikely]]
+    return misuse("a request handler may reply only once");
+  am::remote_endpoint* to = ep_->proc->remote(source_);
+  if (!to) [[unlikely]]
+    return misuse("reply: the requester is not known in this job");
+  // Relaxed: the requester's tag, read from its queue block (see queue_block.hpp).
+  const tag_t tag = to->view.header->tag.load(std::memory_order_relaxed);
+  const status s = send_message(*ep_, *to, true, kind, h, args, nargs, data, length, offset, tag,
+                                when_full::poll_replies, name_of(*ep_, source_));
+  // A reply refused at the call site (bad arguments) does not use up the one reply.
+  if (s == status::ok) replied_ = true;
+  return s;
+}
+
+}  // namespace clump

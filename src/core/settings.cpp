@@ -1,0 +1,175 @@
+#include "core/settings.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "core/log.hpp"
+
+extern char** environ;
+
+namespace clump::core {
+
+namespace {
+
+const setting_def registry[] = {
+    {"CLUMP_SHM_QUEUE_DEPTH", setting_type::integer, "1024",
+     "packets (64-byte cache lines) in each request and each reply queue of an endpoint; a power of two",
+     false},
+    {"CLUMP_SHM_MEDIUM_RING", setting_type::size, "256K",
+     "bytes of medium-payload ring behind each request and each reply queue; a power of two, at least 2 x CLUMP_MAX_MEDIUM",
+     false},
+    {"CLUMP_MAX_MEDIUM", setting_type::size, "64K",
+     "largest medium payload (AM_MaxMedium); long payloads through a private segment travel in pieces of this size",
+     false},
+    {"CLUMP_SEGMENT_SIZE", setting_type::size, "64M",
+     "size of the segment of the endpoint that clump::runtime and AMX_SPMDStartup create (memory is used only where touched)",
+     false},
+    {"CLUMP_SHM_REGION_SIZE", setting_type::size, "64G",
+     "virtual size of each process's shared region (queue blocks and segments); costs address space, not memory",
+     false},
+    {"CLUMP_MAX_ENDPOINTS", setting_type::integer, "16", "endpoints one process may own at once", false},
+    {"CLUMP_POLL_BATCH", setting_type::integer, "64",
+     "messages one poll handles per queue at most, so that one busy queue cannot starve the others", false},
+    {"CLUMP_SPIN_BEFORE_SLEEP_US", setting_type::integer, "50",
+     "microseconds a blocking wait keeps polling before it sleeps in the kernel", false},
+    {"CLUMP_VERBOSE", setting_type::integer, "0", "0: errors and warnings; 1: also info; 2: also debug", false},
+    {"CLUMP_BOOT_FD", setting_type::integer, "-1", "socket to clumprun (set by clumprun)", true},
+    {"CLUMP_RANK", setting_type::integer, "0", "this process's rank (set by clumprun)", true},
+    {"CLUMP_SIZE", setting_type::integer, "1", "number of ranks in the job (set by clumprun)", true},
+    {"CLUMP_JOB_ID", setting_type::string, "", "the job's id (set by clumprun)", true},
+    {"CLUMP_LOCAL_RANK", setting_type::integer, "0", "rank among the processes of this node (set by clumprun)",
+     true},
+};
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1] ? 1u : 0u)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+const setting_def& find(const char* name) {
+  for (const auto& d : registry)
+    if (std::strcmp(d.name, name) == 0) return d;
+  fatal("internal: setting %s is not registered", name);
+}
+
+std::string raw(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : std::string(find(name).default_value);
+}
+
+int64_t integer(const char* name) {
+  std::string v = raw(name);
+  char* end = nullptr;
+  long long x = std::strtoll(v.c_str(), &end, 0);
+  if (end == v.c_str() || *end != '\0')
+    fatal("%s=%s is not an integer (%s)", name, v.c_str(), find(name).help);
+  return x;
+}
+
+size_t size(const char* name) {
+  size_t x = 0;
+  std::string v = raw(name);
+  if (!parse_size(v, x))
+    fatal("%s=%s is not a size; write bytes with an optional K, M or G suffix, e.g. 64M", name, v.c_str());
+  return x;
+}
+
+void warn_unknown() {
+  for (char** e = environ; e && *e; ++e) {
+    if (std::strncmp(*e, "CLUMP_", 6) != 0) continue;
+    std::string name(*e, std::strcspn(*e, "="));
+    bool known = std::any_of(std::begin(registry), std::end(registry),
+                             [&](const setting_def& d) { return name == d.name; });
+    if (!known)
+      log_warning("unknown setting %s ignored; did you mean %s? (clump-info --settings lists them all)",
+                  name.c_str(), nearest_setting(name));
+  }
+}
+
+config parse() {
+  config c{};
+  int64_t depth = integer("CLUMP_SHM_QUEUE_DEPTH");
+  if (depth < 16 || depth > (1 << 20) || (depth & (depth - 1)) != 0)
+    fatal("CLUMP_SHM_QUEUE_DEPTH=%lld must be a power of two between 16 and 1048576",
+          static_cast<long long>(depth));
+  c.shm_queue_depth = static_cast<uint32_t>(depth);
+  c.max_medium = size("CLUMP_MAX_MEDIUM");
+  if (c.max_medium < 8192 || c.max_medium > (16u << 20))
+    fatal("CLUMP_MAX_MEDIUM=%zu must be between 8K and 16M", c.max_medium);
+  c.shm_medium_ring = size("CLUMP_SHM_MEDIUM_RING");
+  if (c.shm_medium_ring < 2 * c.max_medium || c.shm_medium_ring > (1u << 30) ||
+      (c.shm_medium_ring & (c.shm_medium_ring - 1)) != 0)
+    fatal("CLUMP_SHM_MEDIUM_RING=%zu must be a power of two, hold two maximum medium payloads "
+          "(CLUMP_MAX_MEDIUM=%zu) and be at most 1G",
+          c.shm_medium_ring, c.max_medium);
+  c.segment_size = size("CLUMP_SEGMENT_SIZE");
+  c.shm_region_size = size("CLUMP_SHM_REGION_SIZE");
+  int64_t eps = integer("CLUMP_MAX_ENDPOINTS");
+  if (eps < 1 || eps > 255) fatal("CLUMP_MAX_ENDPOINTS=%lld must be between 1 and 255", static_cast<long long>(eps));
+  c.max_endpoints = static_cast<uint32_t>(eps);
+  int64_t batch = integer("CLUMP_POLL_BATCH");
+  if (batch < 1) fatal("CLUMP_POLL_BATCH must be at least 1");
+  c.poll_batch = static_cast<uint32_t>(batch);
+  int64_t spin = integer("CLUMP_SPIN_BEFORE_SLEEP_US");
+  if (spin < 0) fatal("CLUMP_SPIN_BEFORE_SLEEP_US must not be negative");
+  c.spin_before_sleep_us = static_cast<uint32_t>(spin);
+  c.verbose = static_cast<int>(integer("CLUMP_VERBOSE"));
+  c.boot_fd = static_cast<int>(integer("CLUMP_BOOT_FD"));
+  c.rank = static_cast<int>(integer("CLUMP_RANK"));
+  c.size = static_cast<int>(integer("CLUMP_SIZE"));
+  c.job_id = raw("CLUMP_JOB_ID");
+  warn_unknown();
+  return c;
+}
+
+}  // namespace
+
+const config& settings() {
+  static const config c = parse();
+  return c;
+}
+
+std::span<const setting_def> all_settings() { return registry; }
+
+std::string setting_value(const setting_def& def) { return raw(def.name); }
+
+bool parse_size(const std::string& text, size_t& out) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  unsigned long long x = std::strtoull(text.c_str(), &end, 10);
+  if (end == text.c_str()) return false;
+  std::string suffix(end);
+  std::transform(suffix.begin(), suffix.end(), suffix.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  unsigned shift = 0;
+  if (suffix.empty() || suffix == "b") shift = 0;
+  else if (suffix == "k" || suffix == "kb" || suffix == "kib") shift = 10;
+  else if (suffix == "m" || suffix == "mb" || suffix == "mib") shift = 20;
+  else if (suffix == "g" || suffix == "gb" || suffix == "gib") shift = 30;
+  else if (suffix == "t" || suffix == "tb" || suffix == "tib") shift = 40;
+  else return false;
+  if (shift && x > (~0ull >> shift)) return false;
+  out = static_cast<size_t>(x << shift);
+  return true;
+}
+
+const char* nearest_setting(const std::string& name) {
+  const setting_def* best = &registry[0];
+  size_t best_d = ~size_t{0};
+  for (const auto& d : registry) {
+    size_t dist = edit_distance(name, d.name);
+    if (dist < best_d) best_d = dist, best = &d;
+  }
+  return best->name;
+}
+
+}  // namespace clump::core

@@ -1,0 +1,57 @@
+#pragma once
+// The one registry of clump's settings. Each setting has a name (CLUMP_*), a
+// type, a default and a help line, and is read once from the environment.
+// Nothing else in clump reads CLUMP_* variables directly.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace clump::core {
+
+/// The parsed values. Filled once, on first use, from the environment.
+struct config {
+  uint32_t shm_queue_depth;      // packets per request or reply queue (power of two)
+  size_t shm_medium_ring;        // bytes of medium payload ring per queue
+  size_t max_medium;             // largest medium payload (AM_MaxMedium)
+  size_t segment_size;           // segment of the runtime's endpoint
+  size_t shm_region_size;        // virtual size of a process's shared region
+  uint32_t max_endpoints;        // endpoints one process may own
+  uint32_t poll_batch;           // messages one poll handles per queue at most
+  uint32_t spin_before_sleep_us; // wait_until polls this long before it sleeps
+  int verbose;                   // 0 quiet, 1 info, 2 debug
+  // Set by clumprun for its ranks; not meant to be set by hand.
+  int boot_fd;
+  int rank;
+  int size;
+  std::string job_id;
+};
+
+enum class setting_type { integer, size, boolean, string };
+
+struct setting_def {
+  const char* name;     // CLUMP_...
+  setting_type type;
+  const char* default_value;
+  const char* help;
+  bool internal;        // set by clumprun, not by users
+};
+
+/// The parsed settings (thread-safe; parsed on first call). A malformed value
+/// is fatal with a message naming the variable and the expected form.
+const config& settings();
+
+/// Every registered setting, in the order clump-info prints them.
+std::span<const setting_def> all_settings();
+
+/// The effective value of a setting as text (environment or default).
+std::string setting_value(const setting_def& def);
+
+/// Parses "64M", "1g", "4096", "2KiB" into bytes; returns false on bad input.
+bool parse_size(const std::string& text, size_t& out);
+
+/// The registered name nearest to `name` (for "did you mean" warnings).
+const char* nearest_setting(const std::string& name);
+
+}  // namespace clump::core

@@ -1,0 +1,220 @@
+#include "shm/region.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include <clump/status.hpp>
+
+#include "shm/queue_block.hpp"
+
+namespace clump::shm {
+
+namespace {
+
+constexpr size_t page = 4096;
+constexpr size_t heap_alignment = 2u << 20;  // lets the kernel use huge pages for big segments
+
+constexpr uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+std::string errno_text(int e) { return std::string(std::strerror(e)) + " (errno " + std::to_string(e) + ")"; }
+
+}  // namespace
+
+region::region(uint32_t depth, size_t ring_bytes, uint32_t max_endpoints, size_t size)
+    : depth_(depth), ring_bytes_(ring_bytes), max_endpoints_(max_endpoints) {
+  const uint64_t wake_base = page;
+  const uint64_t qb_base = round_up(wake_base + max_wake_words * 64, page);
+  const uint64_t stride = round_up(queue_block_bytes(depth, ring_bytes), page);
+  const uint64_t heap_base = round_up(qb_base + stride * max_endpoints, heap_alignment);
+  if (size < heap_base + heap_alignment)
+    throw error(status::bad_arg, "create shared region",
+                "CLUMP_SHM_REGION_SIZE=" + std::to_string(size) + " is too small; it needs at least " +
+                    std::to_string(heap_base + heap_alignment) + " bytes for " + std::to_string(max_endpoints) +
+                    " queue blocks");
+  fd_ = ::memfd_create("clump-region", MFD_CLOEXEC);
+  if (fd_ < 0)
+    throw error(status::resource, "memfd_create", errno_text(errno) + "; clump needs memfd (Linux 3.17 or later)");
+  if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
+    int e = errno;
+    ::close(fd_);
+    throw error(status::resource, "size shared region", errno_text(e) + "; lower CLUMP_SHM_REGION_SIZE");
+  }
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd_, 0);
+  if (p == MAP_FAILED) {
+    int e = errno;
+    ::close(fd_);
+    throw error(status::resource, "map shared region",
+                errno_text(e) + "; the address space is short: lower CLUMP_SHM_REGION_SIZE (now " +
+                    std::to_string(size >> 20) + " MiB) or raise ulimit -v");
+  }
+  base_ = static_cast<std::byte*>(p);
+  size_ = size;
+  commit(0, qb_base, "region header");
+  auto* h = new (base_) region_header{};
+  h->magic = region_magic;
+  h->version = region_version;
+  h->rank = -1;
+  h->pid = static_cast<int32_t>(::getpid());
+  h->size = size;
+  h->max_endpoints = max_endpoints;
+  h->depth = depth;
+  h->ring_bytes = ring_bytes;
+  h->wake_base = wake_base;
+  h->queue_block_base = qb_base;
+  h->queue_block_stride = stride;
+  h->heap_base = heap_base;
+  for (uint32_t i = 0; i < max_wake_words; ++i) new (base_ + wake_base + i * 64) std::atomic<uint32_t>(0);
+  slot_generation_.assign(max_endpoints, 0);
+  slot_used_.assign(max_endpoints, false);
+  wake_used_.assign(max_wake_words, false);
+  heap_top_ = heap_base;
+}
+
+region::~region() {
+  if (base_) ::munmap(base_, size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void region::set_rank(int rank) noexcept { reinterpret_cast<region_header*>(base_)->rank = rank; }
+
+uint64_t region::queue_block_offset(uint32_t slot) const noexcept {
+  const auto& h = header();
+  return h.queue_block_base + h.queue_block_stride * slot;
+}
+
+void region::commit(uint64_t offset, size_t bytes, const char* what) {
+  // Commit now, so that a shortage is a clear error here rather than a
+  // SIGBUS later when a peer first touches the page.
+  if (::fallocate(fd_, 0, static_cast<off_t>(offset), static_cast<off_t>(bytes)) != 0) {
+    int e = errno;
+    throw error(status::resource, std::string("commit shared memory for ") + what,
+                "cannot reserve " + std::to_string(bytes >> 10) + " KiB: " + errno_text(e) +
+                    "; free memory, run fewer ranks, or shrink CLUMP_SHM_QUEUE_DEPTH / CLUMP_SHM_MEDIUM_RING");
+  }
+}
+
+uint32_t region::take_endpoint_slot(uint32_t& generation) {
+  std::lock_guard lock(mutex_);
+  for (uint32_t s = 0; s < max_endpoints_; ++s) {
+    if (slot_used_[s]) continue;
+    commit(queue_block_offset(s), queue_block_bytes(depth_, ring_bytes_), "an endpoint's queue block");
+    slot_used_[s] = true;
+    generation = ++slot_generation_[s] & 0x7fffffffu;
+    return s;
+  }
+  throw error(status::resource, "allocate endpoint",
+              "this process already owns " + std::to_string(max_endpoints_) +
+                  " endpoints; free one or raise CLUMP_MAX_ENDPOINTS");
+}
+
+void region::give_endpoint_slot(uint32_t slot) noexcept {
+  std::lock_guard lock(mutex_);
+  auto* h = reinterpret_cast<queue_block_header*>(queue_block(slot));
+  // Release: pairs with the acquire in view_queue_block.
+  h->state.store(slot_generation_[slot] << 1, std::memory_order_release);
+  slot_used_[slot] = false;
+}
+
+uint32_t region::take_wake_word() {
+  std::lock_guard lock(mutex_);
+  for (uint32_t i = 0; i < max_wake_words; ++i) {
+    if (wake_used_[i]) continue;
+    wake_used_[i] = true;
+    return static_cast<uint32_t>(header().wake_base + i * 64);
+  }
+  throw error(status::resource, "allocate bundle",
+              "this process already has " + std::to_string(max_wake_words) + " bundles; free one");
+}
+
+void region::give_wake_word(uint32_t offset) noexcept {
+  std::lock_guard lock(mutex_);
+  wake_used_[(offset - header().wake_base) / 64] = false;
+}
+
+uint64_t region::allocate(size_t bytes) {
+  std::lock_guard lock(mutex_);
+  const uint64_t need = round_up(bytes ? bytes : 1, page);
+  for (size_t i = 0; i < free_.size(); ++i) {
+    if (free_[i].bytes < need) continue;
+    uint64_t off = free_[i].offset;
+    free_[i].offset += need;
+    free_[i].bytes -= need;
+    if (free_[i].bytes == 0) free_.erase(free_.begin() + static_cast<long>(i));
+    return off;
+  }
+  uint64_t off = round_up(heap_top_, need >= heap_alignment ? heap_alignment : page);
+  if (off + need > size_)
+    throw error(status::resource, "allocate segment",
+                std::to_string(bytes) + " bytes do not fit in this process's shared region (" +
+                    std::to_string(size_ >> 20) + " MiB in all); raise CLUMP_SHM_REGION_SIZE");
+  heap_top_ = off + need;
+  return off;
+}
+
+void region::deallocate(uint64_t offset, size_t bytes) noexcept {
+  std::lock_guard lock(mutex_);
+  const uint64_t need = round_up(bytes ? bytes : 1, page);
+  // Give the pages back to the kernel; the range stays mapped and reads as zero.
+  ::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset), static_cast<off_t>(need));
+  free_.push_back({offset, need});
+}
+
+bool region::contains(const void* p, size_t n, uint64_t& offset) const noexcept {
+  auto* b = static_cast<const std::byte*>(p);
+  if (b < base_ || b + n > base_ + size_ || b + n < b) return false;
+  offset = static_cast<uint64_t>(b - base_);
+  return offset >= header().heap_base;
+}
+
+peer_regions::~peer_regions() {
+  for (size_t i = 0; i < bases_.size(); ++i)
+    if (owned_[i] && bases_[i]) ::munmap(bases_[i], sizes_[i]);
+}
+
+void peer_regions::attach(int rank, int fd, const region* own) {
+  auto r = static_cast<size_t>(rank);
+  if (bases_.size() <= r) {
+    bases_.resize(r + 1, nullptr);
+    sizes_.resize(r + 1, 0);
+    owned_.resize(r + 1, false);
+  }
+  if (own && own->header().rank == rank) {
+    if (fd >= 0) ::close(fd);
+    bases_[r] = own->base();
+    sizes_[r] = own->size();
+    return;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(region_header))) {
+    int e = errno;
+    ::close(fd);
+    throw error(status::resource, "attach shared region", "bad region descriptor: " + errno_text(e), rank);
+  }
+  auto size = static_cast<size_t>(st.st_size);
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  int e = errno;
+  ::close(fd);
+  if (p == MAP_FAILED)
+    throw error(status::resource, "map a peer's shared region",
+                errno_text(e) + "; the address space is short: lower CLUMP_SHM_REGION_SIZE", rank);
+  auto* h = static_cast<region_header*>(p);
+  if (h->magic != region_magic || h->version != region_version) {
+    ::munmap(p, size);
+    throw error(status::resource, "attach shared region",
+                "the peer runs another clump version (region layout " + std::to_string(h->version) + ", ours " +
+                    std::to_string(region_version) + "); rebuild every program of the job against one clump",
+                rank);
+  }
+  bases_[r] = static_cast<std::byte*>(p);
+  sizes_[r] = size;
+  owned_[r] = true;
+}
+
+}  // namespace clump::shm

@@ -1,0 +1,128 @@
+#pragma once
+// A process's shared region: one memfd holding the queue blocks of its
+// endpoints, its bundles' wake words and the segments it allocates. Every
+// process of the node maps every region (descriptors are passed by the
+// launcher), so a sender writes straight into the receiver's queues and
+// segments. A memfd has no name in /dev/shm and its memory is freed when the
+// last process that maps it exits, whatever the way it exits.
+//
+// Layout (offsets; the header says where each part starts):
+//   0                 region_header
+//   4096              wake words, one cache line each
+//   queue_block_base  max_endpoints queue blocks, queue_block_stride apart
+//   heap_base         segments, allocated by the owner
+// The region is sparse: only touched or committed pages use memory.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace clump::shm {
+
+inline constexpr uint32_t region_magic = 0x434c4d50u;  // "CLMP"
+inline constexpr uint32_t region_version = 1;
+inline constexpr uint32_t max_wake_words = 64;
+
+struct region_header {
+  uint32_t magic;
+  uint32_t version;
+  int32_t rank;
+  int32_t pid;
+  uint64_t size;
+  uint32_t max_endpoints;
+  uint32_t depth;            // packet lines per queue, for every queue block here
+  uint64_t ring_bytes;       // payload ring bytes per queue
+  uint64_t wake_base;
+  uint64_t queue_block_base;
+  uint64_t queue_block_stride;
+  uint64_t heap_base;
+};
+
+/// This process's own region.
+class region {
+ public:
+  /// Creates the memfd and maps it. Throws clump::error with the cause and the
+  /// fix when memory or address space is short.
+  region(uint32_t depth, size_t ring_bytes, uint32_t max_endpoints, size_t size);
+  ~region();
+  region(const region&) = delete;
+  region& operator=(const region&) = delete;
+
+  int fd() const noexcept { return fd_; }
+  std::byte* base() const noexcept { return base_; }
+  size_t size() const noexcept { return size_; }
+  const region_header& header() const noexcept { return *reinterpret_cast<region_header*>(base_); }
+  void set_rank(int rank) noexcept;
+
+  uint32_t depth() const noexcept { return depth_; }
+  size_t ring_bytes() const noexcept { return ring_bytes_; }
+  uint32_t max_endpoints() const noexcept { return max_endpoints_; }
+  uint64_t queue_block_offset(uint32_t slot) const noexcept;
+  std::byte* queue_block(uint32_t slot) const noexcept { return base_ + queue_block_offset(slot); }
+
+  /// Takes a free endpoint slot and commits its queue block's memory; returns
+  /// the slot and the generation to stamp it with. Throws when none is free
+  /// or memory cannot be committed.
+  uint32_t take_endpoint_slot(uint32_t& generation);
+  void give_endpoint_slot(uint32_t slot) noexcept;
+
+  /// Takes a wake word (one per bundle); returns its offset.
+  uint32_t take_wake_word();
+  void give_wake_word(uint32_t offset) noexcept;
+  std::atomic<uint32_t>& wake_word(uint32_t offset) const noexcept {
+    return *reinterpret_cast<std::atomic<uint32_t>*>(base_ + offset);
+  }
+
+  /// Allocates `bytes` of segment memory (page aligned); returns its offset.
+  uint64_t allocate(size_t bytes);
+  void deallocate(uint64_t offset, size_t bytes) noexcept;
+  /// When [p, p+n) lies inside this region, sets `offset` and returns true.
+  bool contains(const void* p, size_t n, uint64_t& offset) const noexcept;
+
+ private:
+  void commit(uint64_t offset, size_t bytes, const char* what);
+
+  int fd_ = -1;
+  std::byte* base_ = nullptr;
+  size_t size_ = 0;
+  uint32_t depth_;
+  size_t ring_bytes_;
+  uint32_t max_endpoints_;
+  std::mutex mutex_;  // guards the allocation state below (setup path only)
+  std::vector<uint32_t> slot_generation_;
+  std::vector<bool> slot_used_;
+  std::vector<bool> wake_used_;
+  uint64_t heap_top_ = 0;
+  struct free_block {
+    uint64_t offset;
+    size_t bytes;
+  };
+  std::vector<free_block> free_;
+};
+
+/// The regions of the other processes of the node, mapped into this one.
+class peer_regions {
+ public:
+  peer_regions() = default;
+  ~peer_regions();
+  peer_regions(const peer_regions&) = delete;
+  peer_regions& operator=(const peer_regions&) = delete;
+
+  /// Maps `fd` as rank `rank`'s region (closing fd), checking its header.
+  /// `own` is this process's region, used as is for its own rank.
+  void attach(int rank, int fd, const region* own);
+  std::byte* base(int rank) const noexcept {
+    return static_cast<size_t>(rank) < bases_.size() ? bases_[static_cast<size_t>(rank)] : nullptr;
+  }
+  size_t count() const noexcept { return bases_.size(); }
+
+ private:
+  std::vector<std::byte*> bases_;
+  std::vector<size_t> sizes_;
+  std::vector<bool> owned_;
+};
+
+}  // namespace clump::shm

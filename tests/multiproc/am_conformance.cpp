@@ -1,0 +1,480 @@
+// The AM conformance program: one scenario per run, chosen by argv[1], run
+// under clumprun by am_test.cpp. Every check that fails prints what was
+// expected and what happened, and the program exits non-zero.
+
+#include <clump/clump.hpp>
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+int failures = 0;
+int my_rank = -1;
+
+#define CHECK(cond, ...)                                                          \
+  do {                                                                            \
+    if (!(cond)) {                                                                \
+      std::fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", my_rank, __FILE__, __LINE__, #cond); \
+      std::fprintf(stderr, __VA_ARGS__);                                          \
+      std::fprintf(stderr, "\n");                                                 \
+      ++failures;                                                                 \
+    }                                                                             \
+  } while (0)
+
+std::byte pattern(size_t i, uint32_t seed) { return static_cast<std::byte>((i * 131 + seed * 7 + (i >> 8)) & 0xff); }
+
+std::vector<std::byte> make_payload(size_t n, uint32_t seed) {
+  std::vector<std::byte> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = pattern(i, seed);
+  return v;
+}
+
+bool payload_ok(std::span<const std::byte> p, uint32_t seed) {
+  for (size_t i = 0; i < p.size(); ++i)
+    if (p[i] != pattern(i, seed)) return false;
+  return true;
+}
+
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+// ---- every message kind at its limits ------------------------------------
+
+// Raw handler for short messages of any argument count: checks the words.
+struct short_state {
+  std::atomic<int> received{0};
+  int bad = 0;
+};
+void short_any(void* ctx, clump::token_base& t, const uint32_t* args, unsigned nargs, std::byte*, size_t) {
+  auto* s = static_cast<short_state*>(ctx);
+  for (unsigned i = 0; i < nargs; ++i)
+    if (args[i] != 0x1000u * nargs + i * 3 + 1) ++s->bad;
+  uint32_t echo[1] = {nargs};
+  (void)t.reply_raw(clump::message_kind::short_message, 250, echo, 1, nullptr, 0, 0);
+  s->received.fetch_add(1);
+}
+
+int scenario_kinds(clump::runtime& rt, bool private_segment) {
+  clump::endpoint& ep = rt.endpoint();
+  const int n = rt.size();
+  const int peer = (rt.rank() + 1) % n;
+  const size_t seg = ep.segment().size();
+  std::vector<std::byte> own_private;
+  if (private_segment) {
+    // A segment in the program's own memory: long payloads travel in pieces.
+    own_private.resize(seg);
+    ep.set_segment(own_private.data(), own_private.size());
+  }
+
+  short_state ss;
+  std::atomic<int> short_replies{0};
+  ep.set_raw_handler(1, &short_any, &ss, clump::detail::role::request, -1, 0);
+  ep.on_reply(250, [&](clump::token&, uint32_t nargs) {
+    (void)nargs;
+    short_replies.fetch_add(1);
+  });
+  // Typed handlers with mixed argument types.
+  struct point {
+    int32_t x, y, z;
+  };
+  int typed_ok = 0;
+  auto typed_reply = ep.on_reply([&](clump::token&, double d, uint64_t big, point p, char c) {
+    if (d == 2.5 && big == 0x123456789abcdefull && p.x == -1 && p.y == 2 && p.z == 3 && c == 'q') ++typed_ok;
+  });
+  auto typed = ep.on_request([&](clump::token& t, double d, uint64_t big, point p, char c) {
+    (void)t.reply(typed_reply, d, big, p, c);
+  });
+  // Medium: echo the payload back.
+  int medium_ok = 0, medium_bad = 0;
+  auto medium_back = ep.on_reply([&](clump::token&, std::span<const std::byte> p, uint32_t len, uint32_t seed) {
+    if (p.size() == len && payload_ok(p, seed)) ++medium_ok;
+    else ++medium_bad;
+  });
+  auto medium = ep.on_request([&](clump::token& t, std::span<const std::byte> p, uint32_t len, uint32_t seed) {
+    if (p.size() != len || !payload_ok(p, seed)) ++medium_bad;
+    (void)t.reply(medium_back, p, len, seed);
+  });
+  // Long: check the bytes in the segment where the handler is told they are,
+  // then answer with a long reply into the sender's segment. Requests land in
+  // the upper half of a segment and replies in the lower half, since a rank
+  // receives both at once (requests from one neighbour, replies from the other).
+  const uint64_t half = seg / 2;
+  int long_ok = 0, long_bad = 0;
+  auto long_back = ep.on_reply([&](clump::token&, std::span<const std::byte> p, uint64_t off, uint32_t seed) {
+    bool where = p.data() == ep.segment().data() + off;
+    if (where && payload_ok(p, seed)) ++long_ok;
+    else ++long_bad;
+  });
+  auto long_req = ep.on_request([&](clump::token& t, std::span<const std::byte> p, uint64_t off, uint32_t seed) {
+    bool where = p.data() == ep.segment().data() + off;
+    if (!where || !payload_ok(p, seed)) {
+      ++long_bad;
+      std::fprintf(stderr, "rank %d: long request of %zu bytes at %llu is wrong\n", my_rank, p.size(),
+                   static_cast<unsigned long long>(off));
+    }
+    // Reply with the same bytes into the lower half of the sender's segment.
+    (void)t.reply_long(long_back, p, off - half, off - half, seed);
+  });
+  int got_ok = 0, got_count = 0;
+  auto got = ep.on_reply([&](clump::token&, std::span<const std::byte> p, uint64_t off, uint32_t seed) {
+    ++got_count;
+    if (p.data() == ep.segment().data() + off && p.size() == 300000 && payload_ok(p, seed)) ++got_ok;
+  });
+  rt.barrier();
+
+  // Short: every argument count from 0 to max_args.
+  for (unsigned k = 0; k <= clump::max_args; ++k) {
+    uint32_t w[clump::max_args];
+    for (unsigned i = 0; i < k; ++i) w[i] = 0x1000u * k + i * 3 + 1;
+    CHECK(ep.send_raw(peer, clump::message_kind::short_message, 1, w, k, nullptr, 0, 0, false) == clump::status::ok,
+          "short with %u args", k);
+  }
+  CHECK(ep.request(peer, typed, 2.5, 0x123456789abcdefull, point{-1, 2, 3}, 'q') == clump::status::ok, "typed");
+  rt.wait_until([&] { return short_replies.load() == static_cast<int>(clump::max_args) + 1 && typed_ok == 1; });
+
+  // Medium: 0, 1, around a cache line, 8 KiB and the maximum.
+  const size_t mm = clump::max_medium();
+  const size_t medium_sizes[] = {0, 1, 63, 64, 65, 1000, 8192, mm - 1, mm};
+  int sent = 0;
+  for (size_t len : medium_sizes) {
+    auto p = make_payload(len, static_cast<uint32_t>(len));
+    CHECK(ep.request(peer, medium, p, static_cast<uint32_t>(len), static_cast<uint32_t>(len)) == clump::status::ok,
+          "medium %zu", len);
+    ++sent;
+  }
+  rt.wait_until([&] { return medium_ok + medium_bad == sent; });
+  CHECK(medium_bad == 0 && medium_ok == sent, "medium echoes: %d ok, %d bad", medium_ok, medium_bad);
+  // One past the maximum is refused at the call site.
+  auto too_big = make_payload(mm + 1, 0);
+  CHECK(ep.request(peer, medium, too_big, 0u, 0u) == clump::status::bad_arg, "medium over max_medium");
+
+  // Long: at the start of the upper half, in the middle, ending exactly at the
+  // segment's end, crossing the medium size, and the whole upper half.
+  struct {
+    uint64_t off;
+    size_t len;
+  } longs[] = {{0, 0}, {0, 1}, {4096, 4096}, {half - 8, 8}, {1000, mm + 17}, {half - 3 * mm - 5, 3 * mm + 5},
+               {0, 1 << 20}, {0, half}};
+  int long_sent = 0;
+  for (auto [o, len] : longs) {
+    const uint64_t off = half + o;
+    auto p = make_payload(len, static_cast<uint32_t>(off + len));
+    CHECK(ep.request_long(peer, long_req, p, off, off, static_cast<uint32_t>(off + len)) == clump::status::ok,
+          "long %zu at %llu", len, static_cast<unsigned long long>(off));
+    ++long_sent;
+    // The next request may overwrite this one's area: wait for its reply.
+    rt.wait_until([&] { return long_ok + long_bad == long_sent; });
+  }
+  // The asynchronous variant.
+  {
+    auto p = make_payload(5000, 77);
+    clump::status s;
+    while ((s = ep.request_long_async(peer, long_req, p, half + 64, half + 64, 77u)) == clump::status::in_use)
+      rt.bundle().poll();
+    CHECK(s == clump::status::ok, "async long: %s", clump::to_string(s));
+    ++long_sent;
+    rt.wait_until([&] { return long_ok + long_bad == long_sent; });
+  }
+  CHECK(long_bad == 0 && long_ok == long_sent, "long: %d ok, %d bad of %d", long_ok, long_bad, long_sent);
+
+  // Get: the peer prepared a pattern in its segment at 1 MiB; pull it.
+  rt.barrier();
+  {
+    auto mine = make_payload(300000, 1234 + static_cast<uint32_t>(rt.rank()));
+    std::memcpy(ep.segment().data() + (1 << 20), mine.data(), mine.size());
+  }
+  rt.barrier();
+  CHECK(ep.get(peer, got, 1 << 20, 2 << 20, 300000, 2ull << 20, 1234u + static_cast<uint32_t>(peer)) ==
+            clump::status::ok,
+        "get");
+  rt.wait_until([&] { return got_count == 1; });
+  CHECK(got_ok == 1, "get: the data that arrived is wrong");
+  rt.barrier();
+  CHECK(ss.bad == 0, "%d short argument words arrived wrong", ss.bad);
+  CHECK(ss.received.load() == static_cast<int>(clump::max_args) + 1, "short received %d", ss.received.load());
+  auto st = ep.stats();
+  CHECK(st.requests_sent[0] > 0 && st.requests_sent[1] > 0 && st.requests_sent[2] > 0, "stats counted sends");
+  CHECK(st.returned == 0, "no message came back (%llu did)", static_cast<unsigned long long>(st.returned));
+  if (private_segment) ep.set_segment(nullptr, 0);
+  rt.barrier();
+  return failures;
+}
+
+// ---- undeliverable messages come back with the right reason -----------------
+
+int scenario_errors(clump::runtime& rt) {
+  clump::endpoint& ep = rt.endpoint();
+  const int peer = (rt.rank() + 1) % rt.size();
+  std::vector<clump::returned_message> back;
+  std::vector<std::vector<uint32_t>> back_args;
+  ep.on_returned([&](const clump::returned_message& m) {
+    back.push_back(m);
+    back_args.emplace_back(m.args.begin(), m.args.end());
+  });
+  std::atomic<int> ran{0};
+  auto target = ep.on_request([&](clump::token&, uint32_t, uint32_t) { ran.fetch_add(1); });
+  auto target_payload = ep.on_request([&](clump::token&, std::span<const std::byte>, uint32_t) { ran.fetch_add(1); });
+  auto a_reply = ep.on_reply([&](clump::token&, uint32_t, uint32_t) { ran.fetch_add(1); });
+  rt.barrier();
+
+  const int wrong_tag = rt.size();  // an entry naming the peer with a wrong tag
+  ep.map(wrong_tag, ep.translation_name(peer), ep.translation_tag(peer) ^ 0x5a5a);
+  size_t seen = 0;
+  auto expect_back = [&](clump::return_reason why, unsigned handler, std::vector<uint32_t> args, const char* what) {
+    rt.wait_until([&] { return back.size() > seen; });
+    const auto& m = back[seen];
+    CHECK(m.reason == why, "%s: reason %d (%s), expected %d", what, static_cast<int>(m.reason), clump::to_string(m.reason),
+          static_cast<int>(why));
+    CHECK(m.handler == handler, "%s: handler %u expected %u", what, m.handler, handler);
+    CHECK(back_args[seen] == args, "%s: arguments differ", what);
+    ++seen;
+  };
+  // Wrong tag.
+  CHECK(ep.request(wrong_tag, target, 11u, 12u) == clump::status::ok, "send with wrong tag");
+  expect_back(clump::return_reason::bad_tag, target.index, {11, 12}, "wrong tag");
+  // No handler at that index.
+  clump::request_handler<uint32_t, uint32_t> unset{200};
+  CHECK(ep.request(peer, unset, 21u, 22u) == clump::status::ok, "send to unset handler");
+  expect_back(clump::return_reason::bad_handler, 200, {21, 22}, "unset handler");
+  // A request to a reply handler.
+  clump::request_handler<uint32_t, uint32_t> to_reply{a_reply.index};
+  CHECK(ep.request(peer, to_reply, 31u, 32u) == clump::status::ok, "request to reply handler");
+  expect_back(clump::return_reason::bad_handler, a_reply.index, {31, 32}, "request to a reply handler");
+  // Wrong argument count for a typed handler.
+  clump::request_handler<uint32_t> one_arg{target.index};
+  CHECK(ep.request(peer, one_arg, 41u) == clump::status::ok, "wrong arg count");
+  expect_back(clump::return_reason::bad_args, target.index, {41}, "wrong argument count");
+  // Segment overrun: one byte past the end, and an offset past the end.
+  const size_t seg = ep.segment().size();
+  std::vector<std::byte> buf(64);
+  CHECK(ep.request_long(peer, target_payload, buf, seg - 63, 51u) == clump::status::ok, "overrun");
+  expect_back(clump::return_reason::bad_segment_offset, target_payload.index, {51}, "segment overrun");
+  CHECK(ep.request_long(peer, target_payload, std::span<const std::byte>(), seg + 1, 52u) == clump::status::ok, "offset");
+  expect_back(clump::return_reason::bad_segment_offset, target_payload.index, {52}, "offset past the end");
+  // Unmapped entry.
+  const int unmapped = rt.size() + 1;
+  CHECK(!ep.is_mapped(unmapped), "entry should be unmapped");
+  CHECK(ep.request(unmapped, target, 61u, 62u) == clump::status::ok, "unmapped");
+  expect_back(clump::return_reason::bad_entry, target.index, {61, 62}, "unmapped entry");
+  // Call-site errors return a status and send nothing.
+  CHECK(ep.request(-1, target, 1u, 2u) == clump::status::bad_arg, "negative index");
+  CHECK(ep.request(ep.translation_count(), target, 1u, 2u) == clump::status::bad_arg, "index past the table");
+  // A request from inside a handler is refused (handlers may only reply).
+  clump::status inner = clump::status::ok;
+  auto nested = ep.on_request([&](clump::token&) { inner = ep.request(peer, target, 0u, 0u); });
+  rt.barrier();
+  CHECK(ep.request(peer, nested) == clump::status::ok, "nested trigger");
+  rt.barrier();
+  rt.wait_until([&] { return inner != clump::status::ok; });
+  CHECK(inner == clump::status::bad_arg, "request from a handler: %s", clump::to_string(inner));
+  rt.barrier();
+  // The destination handlers never ran for any of the bad messages.
+  CHECK(ran.load() == 0, "a destination handler ran %d times for undeliverable messages", ran.load());
+  CHECK(ep.stats().returned == seen, "returned counter");
+  rt.barrier();
+  return failures;
+}
+
+// ---- floods and storms ---------------------------------------------------------
+
+int scenario_flood(clump::runtime& rt, int per_rank) {
+  clump::endpoint& ep = rt.endpoint();
+  const int n = rt.size();
+  std::vector<int> next(static_cast<size_t>(n), 0);
+  int total = 0, out_of_order = 0, bad_payload = 0;
+  auto count = ep.on_request([&](clump::token& t, uint32_t seq) {
+    auto from = static_cast<size_t>(t.source().rank);
+    if (static_cast<int>(seq) != next[from]) ++out_of_order;
+    next[from] = static_cast<int>(seq) + 1;
+    ++total;
+  });
+  auto count_medium = ep.on_request([&](clump::token& t, std::span<const std::byte> p, uint32_t seq) {
+    auto from = static_cast<size_t>(t.source().rank);
+    if (static_cast<int>(seq) != next[from]) ++out_of_order;
+    next[from] = static_cast<int>(seq) + 1;
+    if (!payload_ok(p, seq)) ++bad_payload;
+    ++total;
+  });
+  rt.barrier();
+  // Every rank, rank 0 included, floods rank 0; a tenth are medium messages.
+  for (int i = 0; i < per_rank; ++i) {
+    clump::status s;
+    if (i % 10 == 0) {
+      auto p = make_payload(static_cast<size_t>(i % 3000), static_cast<uint32_t>(i));
+      s = ep.request(0, count_medium, p, static_cast<uint32_t>(i));
+    } else {
+      s = ep.request(0, count, static_cast<uint32_t>(i));
+    }
+    CHECK(s == clump::status::ok, "flood send %d: %s", i, clump::to_string(s));
+  }
+  if (rt.rank() == 0) {
+    rt.wait_until([&] { return total == n * per_rank; });
+    CHECK(out_of_order == 0, "%d messages out of order", out_of_order);
+    CHECK(bad_payload == 0, "%d payloads corrupted", bad_payload);
+    for (int r = 0; r < n; ++r) CHECK(next[static_cast<size_t>(r)] == per_rank, "from rank %d: %d", r, next[static_cast<size_t>(r)]);
+    std::printf("flood: %d messages from %d ranks arrived exactly once\n", total, n);
+  }
+  rt.barrier();
+  CHECK(rt.rank() == 0 || total == 0, "a non-root received %d", total);
+  return failures;
+}
+
+int scenario_storm(clump::runtime& rt, int per_peer) {
+  // Every rank sends requests to every rank (itself included) as fast as it
+  // can, every handler replies with a medium message: both queues of every
+  // endpoint fill up in both directions. Nothing may deadlock or be lost.
+  clump::endpoint& ep = rt.endpoint();
+  const int n = rt.size();
+  int replies = 0, requests = 0;
+  auto back = ep.on_reply([&](clump::token&, std::span<const std::byte> p, uint32_t seq) {
+    if (!payload_ok(p, seq)) ++failures;
+    ++replies;
+  });
+  auto req = ep.on_request([&](clump::token& t, uint32_t seq) {
+    ++requests;
+    auto p = make_payload(seq % 700, seq);
+    (void)t.reply(back, p, seq);
+  });
+  rt.barrier();
+  for (int i = 0; i < per_peer; ++i)
+    for (int d = 0; d < n; ++d) CHECK(ep.request((rt.rank() + d) % n, req, static_cast<uint32_t>(i)) == clump::status::ok, "storm send");
+  rt.wait_until([&] { return replies == n * per_peer; });
+  std::printf("storm: rank %d got %d replies, waited %llu times for room\n", rt.rank(), replies,
+              static_cast<unsigned long long>(ep.stats().send_waits));
+  rt.barrier();
+  CHECK(requests == n * per_peer, "served %d requests, expected %d", requests, n * per_peer);
+  return failures;
+}
+
+// ---- the blocking wait ------------------------------------------------------------
+
+int scenario_idle(clump::runtime& rt) {
+  clump::endpoint& ep = rt.endpoint();
+  std::atomic<bool> arrived{false};
+  std::chrono::steady_clock::time_point sent_at{};
+  double wake_us = 0;
+  auto wake = ep.on_request([&](clump::token&, int64_t sent_ns) {
+    auto now = std::chrono::steady_clock::now().time_since_epoch();
+    wake_us = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count() - sent_ns) / 1e3;
+    arrived = true;
+  });
+  rt.barrier();
+  if (rt.rank() == 1) {
+    // Wait for a message that comes in about a second: the wait must sleep.
+    const double cpu0 = cpu_seconds();
+    const auto t0 = std::chrono::steady_clock::now();
+    rt.wait_until([&] { return arrived.load(); });
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double cpu = cpu_seconds() - cpu0;
+    std::printf("idle wait: %.3f s wall, %.4f s cpu (%.1f%%), woke %.1f us after the send\n", wall, cpu,
+                100 * cpu / wall, wake_us);
+    CHECK(wall > 0.5, "the wait ended too early (%.3f s)", wall);
+    CHECK(cpu < 0.1 * wall, "the wait burnt %.3f s of CPU in %.3f s", cpu, wall);
+    // A sleeping process is woken promptly (generous bound for a loaded CI machine).
+    CHECK(wake_us < 50000, "woke %.0f us after the message was sent", wake_us);
+  } else if (rt.rank() == 0) {
+    // Being idle here is the point of the test: the peer must sleep meanwhile.
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    (void)sent_at;
+    auto now = std::chrono::steady_clock::now().time_since_epoch();
+    CHECK(ep.request(1, wake, static_cast<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count())) ==
+              clump::status::ok,
+          "wake send");
+  }
+  rt.barrier();
+  return failures;
+}
+
+// ---- AM_PAR: several threads send and poll one bundle -------------------------
+
+int scenario_parallel(clump::runtime& rt, int threads, int per_thread) {
+  clump::bundle b(clump::bundle_mode::parallel);
+  clump::endpoint ep(b);
+  ep.set_tag(0x7000 + static_cast<clump::tag_t>(rt.job_id() & 0xfff));
+  const int n = rt.size();
+  std::vector<clump::endpoint_name> names(static_cast<size_t>(n));
+  auto me = ep.name();
+  rt.allgather(&me, names.data(), sizeof me);
+  for (int r = 0; r < n; ++r) ep.map(r, names[static_cast<size_t>(r)], ep.tag());
+  std::atomic<int> requests{0}, replies{0};
+  auto back = ep.on_reply([&](clump::token&, uint32_t v, uint32_t w) {
+    if (v + 1 != w) ++failures;
+    replies.fetch_add(1, std::memory_order_relaxed);
+  });
+  auto req = ep.on_request([&](clump::token& t, uint32_t v) {
+    requests.fetch_add(1, std::memory_order_relaxed);
+    (void)t.reply(back, v, v + 1);
+  });
+  rt.barrier();
+  std::vector<std::thread> pool;
+  std::atomic<int> send_errors{0};
+  for (int th = 0; th < threads; ++th)
+    pool.emplace_back([&, th] {
+      for (int i = 0; i < per_thread; ++i) {
+        int dest = (rt.rank() + 1 + i) % n;
+        if (ep.request(dest, req, static_cast<uint32_t>(th * per_thread + i)) != clump::status::ok) ++send_errors;
+        if (i % 16 == 0) b.poll();
+      }
+      // Keep polling until this rank's replies are all in.
+      b.wait_until([&] { return replies.load() == threads * per_thread; });
+    });
+  for (auto& t : pool) t.join();
+  CHECK(send_errors.load() == 0, "%d sends failed", send_errors.load());
+  CHECK(replies.load() == threads * per_thread, "replies %d", replies.load());
+  // Others may still need our handlers: keep polling until all are done.
+  std::atomic<bool> done{false};
+  std::thread server([&] {
+    while (!done.load()) b.poll();
+  });
+  rt.barrier();
+  done = true;
+  server.join();
+  int total = 0, mine = requests.load();
+  std::vector<int> all(static_cast<size_t>(n));
+  rt.allgather(&mine, all.data(), sizeof mine);
+  for (int x : all) total += x;
+  CHECK(total == n * threads * per_thread, "requests served %d, expected %d", total, n * threads * per_thread);
+  return failures;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: am_conformance kinds|private|errors|flood N|storm N|idle|parallel T N\n");
+    return 2;
+  }
+  clump::runtime rt{argc, argv};
+  my_rank = rt.rank();
+  std::string what = argv[1];
+  int arg = argc > 2 ? std::atoi(argv[2]) : 1000;
+  int failed = 0;
+  if (what == "kinds") failed = scenario_kinds(rt, false);
+  else if (what == "private") failed = scenario_kinds(rt, true);
+  else if (what == "errors") failed = scenario_errors(rt);
+  else if (what == "flood") failed = scenario_flood(rt, arg);
+  else if (what == "storm") failed = scenario_storm(rt, arg);
+  else if (what == "idle") failed = rt.size() >= 2 ? scenario_idle(rt) : (std::fprintf(stderr, "idle needs 2 ranks\n"), 1);
+  else if (what == "parallel") failed = scenario_parallel(rt, arg, argc > 3 ? std::atoi(argv[3]) : 2000);
+  else {
+    std::fprintf(stderr, "unknown scenario %s\n", what.c_str());
+    return 2;
+  }
+  if (failed) std::fprintf(stderr, "rank %d: %d checks failed\n", rt.rank(), failed);
+  else std::printf("rank %d: %s passed\n", rt.rank(), what.c_str());
+  return failed ? 1 : 0;
+}

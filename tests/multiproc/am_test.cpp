@@ -1,0 +1,144 @@
+// The AM-II conformance suite over shared memory, with real processes started
+// by clumprun: every message kind at its limits, returned messages with their
+// reasons, floods with more processes than cores, request storms with tiny
+// queues, the blocking wait's CPU use, AM_PAR with several threads, and the
+// examples. Each job must end with exit code 0 and leave nothing in /dev/shm.
+
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+
+#include <string>
+#include <vector>
+
+#include "run_cmd.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using clump::test::cmd_result;
+using clump::test::run_cmd;
+
+std::vector<std::string> dev_shm_entries() {
+  std::vector<std::string> names;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d))
+      if (std::string(e->d_name).find("clump") != std::string::npos) names.push_back(e->d_name);
+    closedir(d);
+  }
+  return names;
+}
+
+cmd_result job(int ranks, std::vector<std::string> args, std::vector<std::string> env = {},
+               std::vector<std::string> launcher_options = {}) {
+  std::vector<std::string> argv{CLUMPRUN, "-n", std::to_string(ranks), "--timeout", "120"};
+  argv.insert(argv.end(), launcher_options.begin(), launcher_options.end());
+  argv.push_back(AM_CONFORMANCE);
+  argv.insert(argv.end(), args.begin(), args.end());
+  env.push_back("CLUMP_SEGMENT_SIZE=8M");
+  auto before = dev_shm_entries();
+  cmd_result r = run_cmd(argv, 150s, env);
+  EXPECT_EQ(dev_shm_entries(), before) << "the job left files in /dev/shm";
+  return r;
+}
+
+#define EXPECT_JOB_OK(r) EXPECT_EQ((r).exit_code, 0) << (r).output
+
+class kinds : public ::testing::TestWithParam<int> {};
+
+TEST_P(kinds, every_message_kind_at_its_limits_arrives_byte_exact) {
+  auto r = job(GetParam(), {"kinds"});
+  EXPECT_JOB_OK(r);
+}
+
+TEST_P(kinds, long_messages_to_private_segments_arrive_in_pieces_byte_exact) {
+  auto r = job(GetParam(), {"private"});
+  EXPECT_JOB_OK(r);
+}
+
+TEST_P(kinds, undeliverable_messages_return_to_handler_0_with_the_reason) {
+  auto r = job(GetParam(), {"errors"});
+  EXPECT_JOB_OK(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(ranks, kinds, ::testing::Values(1, 2, 3));
+
+TEST(flood, many_to_one_with_more_processes_than_cores_arrives_exactly_once) {
+  auto r = job(6, {"flood", "20000"}, {}, {"--bind", "none"});
+  EXPECT_JOB_OK(r);
+  EXPECT_NE(r.output.find("flood: 120000 messages from 6 ranks arrived exactly once"), std::string::npos) << r.output;
+}
+
+TEST(flood, many_to_one_with_tiny_queues) {
+  auto r = job(4, {"flood", "5000"}, {"CLUMP_SHM_QUEUE_DEPTH=16", "CLUMP_SHM_MEDIUM_RING=16K", "CLUMP_MAX_MEDIUM=8K"},
+               {"--bind", "none"});
+  EXPECT_JOB_OK(r);
+}
+
+TEST(storm, requests_in_every_direction_with_full_queues_do_not_deadlock) {
+  auto r = job(3, {"storm", "3000"}, {"CLUMP_SHM_QUEUE_DEPTH=16", "CLUMP_SHM_MEDIUM_RING=16K", "CLUMP_MAX_MEDIUM=8K"},
+               {"--bind", "none"});
+  EXPECT_JOB_OK(r);
+  EXPECT_NE(r.output.find("waited"), std::string::npos);
+}
+
+TEST(storm, two_ranks_default_queues) {
+  auto r = job(2, {"storm", "20000"});
+  EXPECT_JOB_OK(r);
+}
+
+TEST(wait, an_idle_wait_sleeps_and_wakes_promptly) {
+  auto r = job(2, {"idle"});
+  EXPECT_JOB_OK(r);
+  EXPECT_NE(r.output.find("idle wait:"), std::string::npos) << r.output;
+}
+
+TEST(parallel, several_threads_send_and_poll_one_bundle) {
+  auto r = job(2, {"parallel", "3", "3000"});
+  EXPECT_JOB_OK(r);
+}
+
+TEST(parallel, with_small_queues_and_three_ranks) {
+  auto r = job(3, {"parallel", "2", "2000"}, {"CLUMP_SHM_QUEUE_DEPTH=16"}, {"--bind", "none"});
+  EXPECT_JOB_OK(r);
+}
+
+#ifdef HAVE_EXAMPLES
+cmd_result example(int ranks, const std::string& name, std::vector<std::string> args = {}) {
+  std::vector<std::string> argv{CLUMPRUN, "-n", std::to_string(ranks), "--timeout", "60",
+                                std::string(EXAMPLES_DIR) + "/" + name};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_cmd(argv, 90s);
+}
+
+TEST(examples, hello_greets_rank_0_from_every_rank) {
+  auto r = example(4, "00_hello");
+  EXPECT_JOB_OK(r);
+  EXPECT_NE(r.output.find("all 4 ranks said hello"), std::string::npos) << r.output;
+}
+
+TEST(examples, ping_pong_reports_its_round_trip) {
+  auto r = example(2, "01_ping_pong", {"20000"});
+  EXPECT_JOB_OK(r);
+  EXPECT_NE(r.output.find("ping-pong: 20000 round trips"), std::string::npos) << r.output;
+}
+
+TEST(examples, remote_read_reads_split_phase) {
+  auto r = example(3, "02_remote_read");
+  EXPECT_JOB_OK(r);
+  EXPECT_NE(r.output.find("read 8 values from rank"), std::string::npos) << r.output;
+}
+
+TEST(examples, c_api_example_runs) {
+  auto r = example(2, "03_c_api");
+  EXPECT_JOB_OK(r);
+}
+
+TEST(examples, a_program_started_alone_is_a_job_of_one) {
+  auto r = run_cmd({std::string(EXAMPLES_DIR) + "/00_hello"}, 60s);
+  EXPECT_JOB_OK(r);
+  EXPECT_NE(r.output.find("all 1 ranks said hello"), std::string::npos) << r.output;
+}
+#endif
+
+}  // namespace

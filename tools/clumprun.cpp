@@ -1,0 +1,166 @@
+// clumprun: starts the P processes of one clump job on this machine.
+//
+//   clumprun -n P [--bind none|core] [--label] [--timeout SECONDS] [-v] prog [args...]
+//
+// Options stop at `prog`: everything after it belongs to the program. What
+// clumprun does, in order: checks the request against the machine (program
+// runnable, file descriptors, processes, shared memory) before starting
+// anything; plans core binding with hwloc; forks the ranks with their boot
+// sockets (tools/clumprun/launcher.cpp); serves the rendezvous and the
+// collectives (src/boot/wire.hpp describes the protocol); and ends the whole
+// job as soon as one rank fails, with that rank's exit code.
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <memory>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "boot/wire.hpp"
+#include "clumprun/binding.hpp"
+#include "clumprun/launcher.hpp"
+#include "clumprun/preflight.hpp"
+
+namespace {
+
+constexpr int exit_usage = 2;
+constexpr int exit_refused = 1;
+
+// CLI11 would print "clumprun [OPTIONS]"; the program and its arguments matter as much.
+class usage_formatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App*, std::string) const override {
+    return "Usage: clumprun -n P [--bind none|core] [--label] [--timeout SECONDS] [-v] PROG [ARGS...]\n";
+  }
+};
+
+int usage_error(const std::string& text) {
+  clumprun::say(text + " (clumprun --help shows the usage)");
+  return exit_usage;
+}
+
+// "-n 4" -> 4; anything but a positive integer is refused with a sentence.
+bool parse_ranks(const std::string& text, int& out, std::string& why) {
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || end == text.c_str() || *end != '\0') {
+    why = fmt::format("-n {}: the number of ranks must be a whole number, e.g. -n 4", text);
+    return false;
+  }
+  if (v < 1) {
+    why = fmt::format("-n {}: the number of ranks must be at least 1", text);
+    return false;
+  }
+  if (errno == ERANGE || v > INT_MAX) {
+    why = fmt::format("-n {}: too many ranks", text);
+    return false;
+  }
+  out = static_cast<int>(v);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Starts the P processes of one clump job on this machine, binds them to cores, hands out the job's "
+               "names and tags, and ends the whole job when one process fails.",
+               "clumprun"};
+  app.footer(
+      "Options stop at PROG: the arguments after it are PROG's.\n"
+      "Exit code: 0 when every rank exits 0; else the code of the first rank that failed (128+N when killed by "
+      "signal N), the code given to AMX_SPMDExit, 124 on --timeout, 126/127 when PROG cannot be run, 2 for a bad "
+      "command line, 1 when the job cannot start or a rank left the others waiting.\n"
+      "Rank 0 reads clumprun's standard input unless it is a terminal; the other ranks read /dev/null.");
+  app.prefix_command();
+  app.formatter(std::make_shared<usage_formatter>());
+  std::string ranks_text, bind_text, timeout_text;
+  bool label = false;
+  int verbose = 0;
+  app.add_option("-n,--np", ranks_text, "number of processes (ranks) to start")->required()->type_name("P");
+  app.add_option("--bind", bind_text,
+                 "core: rank r runs on core r % cores (all its hardware threads); none: no binding; default: core "
+                 "when P <= cores, else none")
+      ->type_name("none|core");
+  app.add_flag("--label", label, "prefix every line of a rank's output with \"[rank] \"");
+  app.add_option("--timeout", timeout_text, "end the job after SECONDS (exit code 124)")->type_name("SECONDS");
+  app.add_flag("-v,--verbose", verbose, "say what clumprun decides and sees (binding, pids, exits); -v -v: more");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return usage_error(e.what());
+  }
+
+  std::vector<std::string> prog_argv = app.remaining();
+  if (!prog_argv.empty() && prog_argv[0] == "--") prog_argv.erase(prog_argv.begin());
+  if (prog_argv.empty()) return usage_error("no program to run: clumprun -n P prog [args...]");
+  if (prog_argv[0].size() > 1 && prog_argv[0][0] == '-')
+    return usage_error(fmt::format("unknown option {}", prog_argv[0]));
+
+  clumprun::launch_options o;
+  std::string why;
+  if (!parse_ranks(ranks_text, o.nranks, why)) return usage_error(why);
+  if (!bind_text.empty() && bind_text != "none" && bind_text != "core")
+    return usage_error(fmt::format("--bind {}: say none or core", bind_text));
+  double timeout = 0;
+  if (!timeout_text.empty()) {
+    char* end = nullptr;
+    timeout = std::strtod(timeout_text.c_str(), &end);
+    if (end == timeout_text.c_str() || *end != '\0' || !(timeout > 0) || timeout > 1e9)
+      return usage_error(fmt::format("--timeout {}: give the limit in seconds, greater than 0", timeout_text));
+  }
+
+  int err = 0;
+  auto program = clumprun::resolve_program(prog_argv[0], err, why);
+  if (!program) {
+    clumprun::say(fmt::format("cannot run '{}': {}", prog_argv[0], why));
+    return err == ENOENT ? 127 : 126;
+  }
+  if (auto refusal = clumprun::check_capacity(o.nranks, label)) {
+    clumprun::say(*refusal);
+    return exit_refused;
+  }
+
+  clumprun::bind_mode mode = bind_text == "none"   ? clumprun::bind_mode::none
+                             : bind_text == "core" ? clumprun::bind_mode::core
+                                                   : clumprun::bind_mode::automatic;
+  clumprun::binding_plan binding = clumprun::plan_binding(mode, o.nranks);
+
+  o.argv = std::move(prog_argv);
+  o.program = *program;
+  o.label = label;
+  o.verbose = verbose;
+  o.timeout_seconds = timeout;
+  if (binding.bind) {
+    o.cpu_sets = std::move(binding.cpu_sets);
+    o.bind_descriptions = std::move(binding.descriptions);
+  }
+  std::set<uint64_t> seen;
+  if (!clump::boot::wire::random_u64(o.job_id)) {
+    clumprun::say(fmt::format("getrandom failed: {}", std::strerror(errno)));
+    return exit_refused;
+  }
+  while (o.tags.size() < static_cast<size_t>(o.nranks)) {
+    uint64_t tag = 0;
+    if (!clump::boot::wire::random_tag(tag)) {
+      clumprun::say(fmt::format("getrandom failed: {}", std::strerror(errno)));
+      return exit_refused;
+    }
+    if (seen.insert(tag).second) o.tags.push_back(tag);
+  }
+  if (verbose)
+    clumprun::say(fmt::format("job {:016x}: {} rank(s) of {}; binding: {}", o.job_id, o.nranks, o.program,
+                              binding.why));
+  return clumprun::run_job(o);
+}

@@ -1,0 +1,40 @@
+#pragma once
+// The running job: clumprun's processes, its rendezvous and collectives, and
+// how a job ends. Everything happens in one thread and one poll() loop over a
+// signalfd (SIGCHLD and the signals clumprun forwards), every rank's boot
+// socket and, with --label, every rank's output pipes. Nothing in the loop
+// blocks, and every wait has a deadline, so a dead or stuck rank can delay the
+// end of a job by at most the grace period.
+
+#include <sched.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace clumprun {
+
+struct launch_options {
+  int nranks = 0;
+  std::vector<std::string> argv;  ///< the program's arguments; argv[0] as the user wrote it
+  std::string program;            ///< the resolved path that is executed
+  bool label = false;
+  int verbose = 0;
+  double timeout_seconds = 0;              ///< 0: no limit
+  std::vector<cpu_set_t> cpu_sets;         ///< one per rank, or empty: do not bind
+  std::vector<std::string> bind_descriptions;
+  uint64_t job_id = 0;
+  std::vector<uint64_t> tags;  ///< one per rank: distinct, never 0 or 1
+};
+
+/// Starts the job, serves it until every rank has ended, and returns
+/// clumprun's exit code: 0 when all ranks exited 0; the code of the first rank
+/// that failed (128 + signal when killed); the code passed to exit_job; 124 on
+/// --timeout; 128 + signal when clumprun itself was interrupted; 1 when the
+/// job could not start or could not go on (a rank left the others waiting).
+int run_job(const launch_options& options);
+
+/// Writes "clumprun: <text>\n" to stderr in one write.
+void say(const std::string& text);
+
+}  // namespace clumprun
