@@ -20,6 +20,7 @@ bundle::bundle(bundle_mode mode) : impl_(new bundle_impl) {
   am::process& proc = am::process::get();
   impl_->owner = this;
   impl_->mode = mode;
+  impl_->poll_batch = core::settings().poll_batch;
   try {
     impl_->wake_offset = proc.region().take_wake_word();
   } catch (...) {
@@ -42,11 +43,14 @@ unsigned bundle::poll() noexcept {
   if (handler_depth > 0) return 0;  // no polling from inside a handler
   // Acquire: pairs with bundle_impl::set.
   const bundle_impl::list* l = impl_->endpoints.load(std::memory_order_acquire);
-  const unsigned batch = core::settings().poll_batch;
+  const unsigned batch = impl_->poll_batch;
   unsigned n = 0;
   for (endpoint_impl* e : l->eps) {
-    n += poll_replies(*e, batch);
-    n += poll_requests(*e, batch);
+    // Look at the two heads here, inline: an empty poll is then a few loads.
+    // (In parallel mode the head read without the consumer flag may be stale;
+    // a false "ready" only costs the call, which checks again.)
+    if (shm::peek(e->own.reply, e->reply_head.load(std::memory_order_relaxed))) n += poll_replies(*e, batch);
+    if (shm::peek(e->own.request, e->request_head.load(std::memory_order_relaxed))) n += poll_requests(*e, batch);
     // Relaxed: a hint; deliver_returns takes the lock.
     if (e->has_returns.load(std::memory_order_relaxed)) [[unlikely]]
       n += deliver_returns(*e);

@@ -13,7 +13,7 @@
 
 namespace clump::detail {
 
-thread_local int handler_depth = 0;
+thread_local int handler_depth [[gnu::tls_model("initial-exec")]] = 0;
 
 namespace {
 
@@ -69,7 +69,8 @@ void run_returned(endpoint_impl& e, const returned_message& m) noexcept {
   send_return(e, p.source, r);
 }
 
-void handle(endpoint_impl& e, const shm::queue_ref& q, const shm::packet& p, uint64_t head) noexcept {
+// Out of line: keeps the polling loop small for the common empty case.
+[[gnu::noinline]] void handle(endpoint_impl& e, const shm::queue_ref& q, const shm::packet& p, uint64_t head) noexcept {
   const packet_kind kind = p.kind;
   const bool two = p.flags & shm::flag_two_lines;
   const shm::packet_tail* tail = two ? &shm::tail_at(q, shm::line_index(head) + 1) : nullptr;

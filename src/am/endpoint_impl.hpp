@@ -68,6 +68,8 @@ struct endpoint_impl {
   uint32_t id = 0;  // rank << 8 | slot
   shm::queue_block_view own;
   bool parallel = false;
+  size_t max_medium = 0;   // CLUMP_MAX_MEDIUM, cached off the settings registry
+  unsigned poll_batch = 0;  // CLUMP_POLL_BATCH
 
   // Consumer state (this process only).
   // Atomic (relaxed) only because a sleeping thread may read them while the
@@ -108,6 +110,7 @@ struct endpoint_impl {
 struct bundle_impl {
   bundle* owner = nullptr;
   bundle_mode mode = bundle_mode::sequential;
+  unsigned poll_batch = 0;  // CLUMP_POLL_BATCH, cached
   uint32_t wake_offset = 0;
   std::atomic<uint32_t>* wake = nullptr;
   std::atomic<int> mask{0};
@@ -136,6 +139,8 @@ void return_locally(endpoint_impl& e, return_reason why, message_op op, handler_
 bool has_pending(const endpoint_impl& e) noexcept;
 
 /// Depth of handler calls on this thread (requests may not be sent from a handler).
-extern thread_local int handler_depth;
+// initial-exec: a plain %fs-relative access instead of a __tls_get_addr call
+// on every message (libclump is linked, not dlopen'ed late).
+extern thread_local int handler_depth [[gnu::tls_model("initial-exec")]];
 
 }  // namespace clump::detail

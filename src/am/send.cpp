@@ -1,6 +1,9 @@
 #include "am/send.hpp"
 
 #include <sched.h>
+#include <signal.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <cstring>
@@ -8,6 +11,7 @@
 #include "core/log.hpp"
 #include "core/settings.hpp"
 #include "shm/queue.hpp"
+#include "shm/region.hpp"
 #include "shm/wake.hpp"
 
 namespace clump::detail {
@@ -43,13 +47,18 @@ struct outgoing {
 [[gnu::cold]] void wait_for_room(endpoint_impl& from, when_full policy, unsigned round) noexcept {
   if (round == 0) from.send_waits.add(1, from.parallel);
   if (policy == when_full::poll_replies) {
-    poll_replies(from, core::settings().poll_batch);
+    poll_replies(from, from.poll_batch);
   } else {
     // Not inside a handler (sends of requests from handlers are refused), so
     // running the bundle's handlers here is safe and keeps replies flowing.
     from.bundle->owner->poll();
   }
   if (round > 64) sched_yield();  // the receiver may need this core
+}
+
+[[gnu::cold]] bool owner_alive(const am::remote_endpoint& to) noexcept {
+  const auto* h = reinterpret_cast<const shm::region_header*>(to.region_base);
+  return ::kill(h->pid, 0) == 0 || errno != ESRCH;
 }
 
 /// Claims room, fills the packet and publishes it.
@@ -66,6 +75,10 @@ status enqueue(endpoint_impl& from, am::remote_endpoint& to, bool reply, const o
     // A request whose destination went away while we wait would wait forever.
     if (expect_state && to.view.header->state.load(std::memory_order_relaxed) != expect_state)
       return status::not_sent;
+    // So would any message to a process that has exited (rarely checked: a
+    // system call, on a path that is already waiting).
+    if ((round & 4095) == 4095 && !owner_alive(to)) [[unlikely]]
+      return status::resource;
     wait_for_room(from, policy, round);
   }
   shm::packet& p = shm::line_at(q, c.line);
@@ -107,6 +120,12 @@ packet_kind kind_for(message_kind k, bool reply) noexcept {
 
 }  // namespace
 
+/// The destination's name for handler 0 (cold: only when a message comes back).
+[[gnu::cold]] static endpoint_name name_or(const endpoint_impl& from, const am::remote_endpoint& to,
+                                    const endpoint_name* known) noexcept {
+  return known ? *known : name_of(from, am::source_id(to.rank, to.slot));
+}
+
 message_op op_of(packet_kind k) noexcept {
   switch (k) {
     case packet_kind::short_request: return message_op::request;
@@ -132,7 +151,7 @@ endpoint_name name_of(const endpoint_impl& here, uint32_t id) noexcept {
 
 status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, message_kind kind, handler_index h,
                     const uint32_t* args, unsigned nargs, const void* data, size_t length, uint64_t offset,
-                    tag_t tag, when_full policy, const endpoint_name& dest_name) noexcept {
+                    tag_t tag, when_full policy, const endpoint_name* dest_name) noexcept {
   const bool par = from.parallel;
   const auto k = static_cast<unsigned>(kind);
   if (nargs > max_args) [[unlikely]]
@@ -153,7 +172,7 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
       s = enqueue(from, to, reply, m, policy, expect);
       break;
     case message_kind::medium:
-      if (length > core::settings().max_medium) [[unlikely]]
+      if (length > from.max_medium) [[unlikely]]
         return misuse("medium payload longer than max_medium() (CLUMP_MAX_MEDIUM); send it as a long message");
       m.flags = shm::flag_ring;
       m.ring_data = data;
@@ -169,7 +188,7 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
       const uint64_t seg_len = to.view.header->segment_length.load(std::memory_order_relaxed);
       if (offset > seg_len || length > seg_len - offset) [[unlikely]] {
         return_locally(from, return_reason::bad_segment_offset, reply ? message_op::reply_long : message_op::request_long,
-                       h, args, nargs, length, offset, dest_name, tag);
+                       h, args, nargs, length, offset, name_or(from, to, dest_name), tag);
         return status::ok;
       }
       if (seg_off != shm::private_segment) {
@@ -183,7 +202,7 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
       }
       // A private segment: the payload travels through the ring in pieces
       // that the receiver copies into place; the last one runs the handler.
-      const size_t piece = core::settings().max_medium;
+      const size_t piece = from.max_medium;
       const auto* src = static_cast<const std::byte*>(data);
       size_t done = 0;
       outgoing part{};
@@ -198,9 +217,10 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
         part.ring_bytes = piece;
         s = enqueue(from, to, reply, part, done ? (policy == when_full::give_up ? when_full::poll_bundle : policy)
                                                 : policy, expect);
-        if (s != status::ok) return s;
+        if (s != status::ok) break;
         done += piece;
       }
+      if (s != status::ok) break;
       m.flags = shm::flag_ring | shm::flag_two_lines | shm::flag_staged;
       m.aux = offset;
       m.piece = static_cast<uint32_t>(length - done);
@@ -211,8 +231,9 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
       break;
     }
   }
-  if (s == status::not_sent) [[unlikely]] {
-    return_locally(from, return_reason::bad_endpoint, op_of(m.kind), h, args, nargs, length, offset, dest_name, tag);
+  if (s == status::not_sent || s == status::resource) [[unlikely]] {
+    return_locally(from, s == status::not_sent ? return_reason::bad_endpoint : return_reason::unreachable,
+                   op_of(m.kind), h, args, nargs, length, offset, name_or(from, to, dest_name), tag);
     return status::ok;
   }
   if (s != status::ok) return s;
@@ -272,7 +293,7 @@ status endpoint::send_raw(int dest, message_kind kind, handler_index h, const ui
     return status::ok;
   }
   return send_message(e, *t.remote, false, kind, h, args, nargs, data, length, offset, t.tag,
-                      async ? when_full::give_up : when_full::poll_bundle, t.name);
+                      async ? when_full::give_up : when_full::poll_bundle, &t.name);
 }
 
 status endpoint::get_raw(int dest, handler_index h, const uint32_t* args, unsigned nargs, uint64_t source_offset,
@@ -311,9 +332,9 @@ status endpoint::get_raw(int dest, handler_index h, const uint32_t* args, unsign
   m.aux = offset;
   m.tag = t.tag;
   status s = enqueue(e, *t.remote, false, m, when_full::poll_bundle, t.state);
-  if (s == status::not_sent) {
-    return_locally(e, return_reason::bad_endpoint, message_op::request_long, h, args, nargs, length, source_offset,
-                   t.name, t.tag);
+  if (s == status::not_sent || s == status::resource) {
+    return_locally(e, s == status::not_sent ? return_reason::bad_endpoint : return_reason::unreachable,
+                   message_op::request_long, h, args, nargs, length, source_offset, t.name, t.tag);
     return status::ok;
   }
   if (s == status::ok) e.requests_sent[2].add(1, e.parallel);  // counted as a long request, as on arrival
@@ -332,7 +353,7 @@ status token_base::reply_raw(message_kind kind, handler_index h, const uint32_t*
   // Relaxed: the requester's tag, read from its queue block (see queue_block.hpp).
   const tag_t tag = to->view.header->tag.load(std::memory_order_relaxed);
   const status s = send_message(*ep_, *to, true, kind, h, args, nargs, data, length, offset, tag,
-                                when_full::poll_replies, name_of(*ep_, source_));
+                                when_full::poll_replies, nullptr);
   // A reply refused at the call site (bad arguments) does not use up the one reply.
   if (s == status::ok) replied_ = true;
   return s;

@@ -18,9 +18,11 @@ enum class when_full {
 /// Sends one message of `kind` to `to` (its request queue for requests, its
 /// reply queue otherwise). Checks sizes and, for long messages, the
 /// destination segment; undeliverable messages go to handler 0 locally.
+/// `dest_name` is the destination's name as the sender knows it (for handler
+/// 0), or nullptr to work it out only if the message does come back.
 status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, message_kind kind, handler_index h,
                     const uint32_t* args, unsigned nargs, const void* data, size_t length, uint64_t offset,
-                    tag_t tag, when_full policy, const endpoint_name& dest_name) noexcept;
+                    tag_t tag, when_full policy, const endpoint_name* dest_name) noexcept;
 
 /// Sends a returned message back to endpoint `to` (an id): tries once and
 /// keeps it in the outbox when the queue is full. Never blocks.

@@ -41,6 +41,9 @@ region::region(uint32_t depth, size_t ring_bytes, uint32_t max_endpoints, size_t
   fd_ = ::memfd_create("clump-region", MFD_CLOEXEC);
   if (fd_ < 0)
     throw error(status::resource, "memfd_create", errno_text(errno) + "; clump needs memfd (Linux 3.17 or later)");
+  // A memfd has no name to guess; 0600 also keeps /proc/<pid>/fd/ from
+  // opening it to anyone but this user.
+  (void)::fchmod(fd_, 0600);
   if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
     int e = errno;
     ::close(fd_);
