@@ -266,6 +266,32 @@ void send_return(endpoint_impl& from, uint32_t to, const pending_return& r) noex
   from.has_returns.store(true, std::memory_order_relaxed);
 }
 
+/// The common case in one piece: a short message of at most 8 words to a
+/// queue with room. Anything else (a full queue, more words) returns false
+/// and takes send_message, which checks, waits and handles errors.
+static inline bool try_send_short(endpoint_impl& from, am::remote_endpoint& to, bool reply, handler_index h,
+                                  const uint32_t* args, unsigned nargs, tag_t tag) noexcept {
+  if (nargs > shm::args_in_first_line) return false;
+  const shm::queue_ref& q = reply ? to.view.reply : to.view.request;
+  shm::claim c;
+  if (!shm::try_claim(q, reply ? to.reply_cache : to.request_cache, 1, 0, c)) return false;
+  shm::packet& p = shm::line_at(q, c.line);
+  p.kind = reply ? packet_kind::short_reply : packet_kind::short_request;
+  p.handler = h;
+  p.nargs = static_cast<uint8_t>(nargs);
+  p.flags = 0;
+  p.source = from.id;
+  p.length = 0;
+  p.tag = tag;
+  p.offset = 0;
+  for (unsigned i = 0; i < nargs; ++i) p.args[i] = args[i];
+  shm::publish(q, c);
+  if (c.wake) [[unlikely]]
+    shm::wake(shm::wake_word(q));
+  (reply ? from.replies_sent : from.requests_sent)[0].add(1, from.parallel);
+  return true;
+}
+
 // ---- the public entry points -------------------------------------------
 
 }  // namespace clump::detail
@@ -292,6 +318,8 @@ status endpoint::send_raw(int dest, message_kind kind, handler_index h, const ui
                    t.name, t.tag);
     return status::ok;
   }
+  if (kind == message_kind::short_message && try_send_short(e, *t.remote, false, h, args, nargs, t.tag))
+    return status::ok;
   return send_message(e, *t.remote, false, kind, h, args, nargs, data, length, offset, t.tag,
                       async ? when_full::give_up : when_full::poll_bundle, &t.name);
 }
@@ -352,6 +380,10 @@ status token_base::reply_raw(message_kind kind, handler_index h, const uint32_t*
     return misuse("reply: the requester is not known in this job");
   // Relaxed: the requester's tag, read from its queue block (see queue_block.hpp).
   const tag_t tag = to->view.header->tag.load(std::memory_order_relaxed);
+  if (kind == message_kind::short_message && try_send_short(*ep_, *to, true, h, args, nargs, tag)) {
+    replied_ = true;
+    return status::ok;
+  }
   const status s = send_message(*ep_, *to, true, kind, h, args, nargs, data, length, offset, tag,
                                 when_full::poll_replies, nullptr);
   // A reply refused at the call site (bad arguments) does not use up the one reply.
