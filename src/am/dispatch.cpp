@@ -190,23 +190,27 @@ unsigned poll_queue(endpoint_impl& e, const shm::queue_ref& q, std::atomic<uint6
   return n;
 }
 
-}  // namespace
 
-unsigned poll_requests(endpoint_impl& e, unsigned budget) noexcept {
-  if (!e.parallel) return poll_queue(e, e.own.request, e.request_head, budget);
+/// One consumer at a time per queue: free in a sequential bundle, a flag in a
+/// parallel one (a thread that finds it taken leaves the queue to its holder).
+unsigned poll_guarded(endpoint_impl& e, const shm::queue_ref& q, std::atomic<uint64_t>& head, std::atomic_flag& busy,
+                      unsigned budget) noexcept {
+  if (!e.parallel) return poll_queue(e, q, head, budget);
   // Acquire/release: hands the consumer role (and the head) between threads.
-  if (e.request_busy.test_and_set(std::memory_order_acquire)) return 0;
-  unsigned n = poll_queue(e, e.own.request, e.request_head, budget);
-  e.request_busy.clear(std::memory_order_release);
+  if (busy.test_and_set(std::memory_order_acquire)) return 0;
+  unsigned n = poll_queue(e, q, head, budget);
+  busy.clear(std::memory_order_release);
   return n;
 }
 
+}  // namespace
+
+unsigned poll_requests(endpoint_impl& e, unsigned budget) noexcept {
+  return poll_guarded(e, e.own.request, e.request_head, e.request_busy, budget);
+}
+
 unsigned poll_replies(endpoint_impl& e, unsigned budget) noexcept {
-  if (!e.parallel) return poll_queue(e, e.own.reply, e.reply_head, budget);
-  if (e.reply_busy.test_and_set(std::memory_order_acquire)) return 0;
-  unsigned n = poll_queue(e, e.own.reply, e.reply_head, budget);
-  e.reply_busy.clear(std::memory_order_release);
-  return n;
+  return poll_guarded(e, e.own.reply, e.reply_head, e.reply_busy, budget);
 }
 
 void return_locally(endpoint_impl& e, return_reason why, message_op op, handler_index h, const uint32_t* args,

@@ -1,6 +1,9 @@
 #include "core/settings.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +16,18 @@ extern char** environ;
 namespace clump::core {
 
 namespace {
+
+/// A setting the user got wrong: say which and how to fix it, and end the
+/// process with status 1 (no core dump: nothing crashed).
+[[noreturn, gnu::format(printf, 1, 2)]] void bad_setting(const char* fmt, ...) noexcept {
+  char text[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  log_error("%s", text);
+  ::_exit(1);
+}
 
 const setting_def registry[] = {
     {"CLUMP_SHM_QUEUE_DEPTH", setting_type::integer, "1024",
@@ -59,7 +74,7 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 const setting_def& find(const char* name) {
   for (const auto& d : registry)
     if (std::strcmp(d.name, name) == 0) return d;
-  fatal("internal: setting %s is not registered", name);
+  fatal("internal: setting %s is not registered", name);  // a bug in clump: abort
 }
 
 std::string raw(const char* name) {
@@ -72,7 +87,7 @@ int64_t integer(const char* name) {
   char* end = nullptr;
   long long x = std::strtoll(v.c_str(), &end, 0);
   if (end == v.c_str() || *end != '\0')
-    fatal("%s=%s is not an integer (%s)", name, v.c_str(), find(name).help);
+    bad_setting("%s=%s is not an integer (%s)", name, v.c_str(), find(name).help);
   return x;
 }
 
@@ -80,7 +95,7 @@ size_t size(const char* name) {
   size_t x = 0;
   std::string v = raw(name);
   if (!parse_size(v, x))
-    fatal("%s=%s is not a size; write bytes with an optional K, M or G suffix, e.g. 64M", name, v.c_str());
+    bad_setting("%s=%s is not a size; write bytes with an optional K, M or G suffix, e.g. 64M", name, v.c_str());
   return x;
 }
 
@@ -100,28 +115,28 @@ config parse() {
   config c{};
   int64_t depth = integer("CLUMP_SHM_QUEUE_DEPTH");
   if (depth < 16 || depth > (1 << 20) || (depth & (depth - 1)) != 0)
-    fatal("CLUMP_SHM_QUEUE_DEPTH=%lld must be a power of two between 16 and 1048576",
+    bad_setting("CLUMP_SHM_QUEUE_DEPTH=%lld must be a power of two between 16 and 1048576",
           static_cast<long long>(depth));
   c.shm_queue_depth = static_cast<uint32_t>(depth);
   c.max_medium = size("CLUMP_MAX_MEDIUM");
   if (c.max_medium < 8192 || c.max_medium > (16u << 20))
-    fatal("CLUMP_MAX_MEDIUM=%zu must be between 8K and 16M", c.max_medium);
+    bad_setting("CLUMP_MAX_MEDIUM=%zu must be between 8K and 16M", c.max_medium);
   c.shm_medium_ring = size("CLUMP_SHM_MEDIUM_RING");
   if (c.shm_medium_ring < 2 * c.max_medium || c.shm_medium_ring > (1u << 30) ||
       (c.shm_medium_ring & (c.shm_medium_ring - 1)) != 0)
-    fatal("CLUMP_SHM_MEDIUM_RING=%zu must be a power of two, hold two maximum medium payloads "
+    bad_setting("CLUMP_SHM_MEDIUM_RING=%zu must be a power of two, hold two maximum medium payloads "
           "(CLUMP_MAX_MEDIUM=%zu) and be at most 1G",
           c.shm_medium_ring, c.max_medium);
   c.segment_size = size("CLUMP_SEGMENT_SIZE");
   c.shm_region_size = size("CLUMP_SHM_REGION_SIZE");
   int64_t eps = integer("CLUMP_MAX_ENDPOINTS");
-  if (eps < 1 || eps > 255) fatal("CLUMP_MAX_ENDPOINTS=%lld must be between 1 and 255", static_cast<long long>(eps));
+  if (eps < 1 || eps > 255) bad_setting("CLUMP_MAX_ENDPOINTS=%lld must be between 1 and 255", static_cast<long long>(eps));
   c.max_endpoints = static_cast<uint32_t>(eps);
   int64_t batch = integer("CLUMP_POLL_BATCH");
-  if (batch < 1) fatal("CLUMP_POLL_BATCH must be at least 1");
+  if (batch < 1) bad_setting("CLUMP_POLL_BATCH must be at least 1");
   c.poll_batch = static_cast<uint32_t>(batch);
   int64_t spin = integer("CLUMP_SPIN_BEFORE_SLEEP_US");
-  if (spin < 0) fatal("CLUMP_SPIN_BEFORE_SLEEP_US must not be negative");
+  if (spin < 0) bad_setting("CLUMP_SPIN_BEFORE_SLEEP_US must not be negative");
   c.spin_before_sleep_us = static_cast<uint32_t>(spin);
   c.verbose = static_cast<int>(integer("CLUMP_VERBOSE"));
   c.boot_fd = static_cast<int>(integer("CLUMP_BOOT_FD"));
