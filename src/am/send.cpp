@@ -193,10 +193,19 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
       }
       if (seg_off != shm::private_segment) {
         // Single copy: straight into the destination's segment, mapped here.
+        std::byte* dst = to.region_base + seg_off + offset;
         m.offset = offset;
-        m.direct = to.region_base + seg_off + offset;
-        m.direct_data = data;
-        m.direct_bytes = length;
+        if (policy == when_full::give_up) {
+          // Asynchronous: claim first, so that a full queue leaves the segment untouched.
+          m.direct = dst;
+          m.direct_data = data;
+          m.direct_bytes = length;
+        } else if (length) {
+          // Copy first: while it runs, the previous packet's publication
+          // reaches the receiver, so the claim's locked instruction does not
+          // wait for it (worth ~20% at 64 KiB when the cores are far apart).
+          std::memcpy(dst, data, length);
+        }
         s = enqueue(from, to, reply, m, policy, expect);
         break;
       }
