@@ -25,6 +25,7 @@ struct remote_endpoint {
   shm::head_cache request_cache;  // this process's copy of the request queue head
   shm::head_cache reply_cache;
   std::byte* region_base = nullptr;  // the owner's region, mapped here
+  std::atomic<bool> gone{false};     // its process was found dead: fail sends at once
   int rank = 0;
   uint32_t slot = 0;
 };

@@ -56,9 +56,14 @@ struct outgoing {
   if (round > 64) sched_yield();  // the receiver may need this core
 }
 
-[[gnu::cold]] bool owner_alive(const am::remote_endpoint& to) noexcept {
+[[gnu::cold]] bool owner_alive(am::remote_endpoint& to) noexcept {
   const auto* h = reinterpret_cast<const shm::region_header*>(to.region_base);
-  return ::kill(h->pid, 0) == 0 || errno != ESRCH;
+  if (::kill(h->pid, 0) == 0 || errno != ESRCH) return true;
+  core::log_error("rank %d (pid %d) has exited; messages to it come back as unreachable", to.rank, h->pid);
+  // Relaxed: a hint shared by this process's threads; a stale "alive" only
+  // costs another check.
+  to.gone.store(true, std::memory_order_relaxed);
+  return false;
 }
 
 /// Claims room, fills the packet and publishes it.
@@ -75,9 +80,10 @@ status enqueue(endpoint_impl& from, am::remote_endpoint& to, bool reply, const o
     // A request whose destination went away while we wait would wait forever.
     if (expect_state && to.view.header->state.load(std::memory_order_relaxed) != expect_state)
       return status::not_sent;
-    // So would any message to a process that has exited (rarely checked: a
-    // system call, on a path that is already waiting).
-    if ((round & 4095) == 4095 && !owner_alive(to)) [[unlikely]]
+    // So would any message to a process that has exited (checked on the
+    // first wait and then now and then: a system call, on a path that is
+    // already waiting; once found dead, at once).
+    if (to.gone.load(std::memory_order_relaxed) || ((round & 1023) == 1023 && !owner_alive(to))) [[unlikely]]
       return status::resource;
     wait_for_room(from, policy, round);
   }
@@ -322,9 +328,11 @@ status endpoint::send_raw(int dest, message_kind kind, handler_index h, const ui
                    endpoint_name{}, 0);
     return status::ok;
   }
-  if (t.remote->view.header->state.load(std::memory_order_relaxed) != t.state) [[unlikely]] {
-    return_locally(e, return_reason::bad_endpoint, op_of(kind_for(kind, false)), h, args, nargs, length, offset,
-                   t.name, t.tag);
+  if (t.remote->view.header->state.load(std::memory_order_relaxed) != t.state ||
+      t.remote->gone.load(std::memory_order_relaxed)) [[unlikely]] {
+    return_locally(e, t.remote->gone.load(std::memory_order_relaxed) ? return_reason::unreachable
+                                                                     : return_reason::bad_endpoint,
+                   op_of(kind_for(kind, false)), h, args, nargs, length, offset, t.name, t.tag);
     return status::ok;
   }
   if (kind == message_kind::short_message && try_send_short(e, *t.remote, false, h, args, nargs, t.tag))

@@ -4,6 +4,7 @@
 
 #include <clump/clump.hpp>
 
+#include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -451,6 +452,46 @@ int scenario_parallel(clump::runtime& rt, int threads, int per_thread) {
   return failures;
 }
 
+// ---- a peer that has exited -------------------------------------------------
+
+int scenario_dead_peer(clump::runtime& rt) {
+  // Rank 1 leaves without a word; rank 0 keeps sending to it. Once its queue
+  // is full, rank 0 must notice the process is gone and get its messages
+  // back as unreachable, instead of waiting forever.
+  clump::endpoint& ep = rt.endpoint();
+  int unreachable = 0, other = 0;
+  ep.on_returned([&](const clump::returned_message& m) {
+    if (m.reason == clump::return_reason::unreachable) ++unreachable;
+    else ++other;
+  });
+  auto sink = ep.on_request([&](clump::token&, uint32_t) {});
+  pid_t pids[2] = {};
+  pid_t me = getpid();
+  rt.allgather(&me, pids, sizeof me);
+  rt.barrier();
+  if (rt.rank() == 1) {
+    std::fflush(nullptr);
+    std::_Exit(0);  // no barrier, no goodbye
+  }
+  // Wait (bounded) until the process is gone and reaped by clumprun.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (kill(pids[1], 0) == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  CHECK(kill(pids[1], 0) != 0, "rank 1 did not go away");
+  const int sends = 3000;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < sends; ++i) CHECK(ep.request(1, sink, static_cast<uint32_t>(i)) == clump::status::ok, "send %d", i);
+  rt.bundle().poll();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("dead peer: %d of %d sends came back unreachable in %.2f s (the rest filled its queue)\n", unreachable,
+              sends, secs);
+  CHECK(other == 0, "%d came back for another reason", other);
+  // Everything but what fit in its request queue (CLUMP_SHM_QUEUE_DEPTH) comes back.
+  CHECK(unreachable >= sends - 1024, "only %d came back", unreachable);
+  CHECK(secs < 20, "took %.1f s", secs);
+  std::fflush(nullptr);
+  std::_Exit(failures ? 1 : 0);  // the runtime's final barrier would wait for rank 1
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -469,6 +510,7 @@ int main(int argc, char** argv) {
   else if (what == "flood") failed = scenario_flood(rt, arg);
   else if (what == "storm") failed = scenario_storm(rt, arg);
   else if (what == "idle") failed = rt.size() >= 2 ? scenario_idle(rt) : (std::fprintf(stderr, "idle needs 2 ranks\n"), 1);
+  else if (what == "dead_peer") failed = rt.size() == 2 ? scenario_dead_peer(rt) : (std::fprintf(stderr, "dead_peer needs 2 ranks\n"), 1);
   else if (what == "parallel") failed = scenario_parallel(rt, arg, argc > 3 ? std::atoi(argv[3]) : 2000);
   else {
     std::fprintf(stderr, "unknown scenario %s\n", what.c_str());

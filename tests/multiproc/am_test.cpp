@@ -87,6 +87,12 @@ TEST(storm, two_ranks_default_queues) {
   EXPECT_JOB_OK(r);
 }
 
+TEST(dead_peer, sends_to_an_exited_process_come_back_unreachable_without_hanging) {
+  auto r = job(2, {"dead_peer"});
+  EXPECT_JOB_OK(r);
+  EXPECT_NE(r.output.find("came back unreachable"), std::string::npos) << r.output;
+}
+
 TEST(wait, an_idle_wait_sleeps_and_wakes_promptly) {
   auto r = job(2, {"idle"});
   EXPECT_JOB_OK(r);
