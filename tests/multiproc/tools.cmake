@@ -14,3 +14,7 @@ add_test(NAME clump_info_refuses_a_bad_value
   COMMAND ${CMAKE_COMMAND} -E env CLUMP_SHM_QUEUE_DEPTH=1000 $<TARGET_FILE:clump-info> --limits)
 set_tests_properties(clump_info_refuses_a_bad_value PROPERTIES LABELS tools
   PASS_REGULAR_EXPRESSION "CLUMP_SHM_QUEUE_DEPTH=1000 must be a power of two")
+# docs/settings.md is generated from the registry and must not drift from it.
+add_test(NAME docs_settings_md_matches_the_registry
+  COMMAND sh -c "\"$0\" --settings-markdown | diff -u \"$1\" -" $<TARGET_FILE:clump-info> ${PROJECT_SOURCE_DIR}/docs/settings.md)
+set_tests_properties(docs_settings_md_matches_the_registry PROPERTIES LABELS tools)
