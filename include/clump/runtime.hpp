@@ -36,7 +36,8 @@ class runtime {
   clump::bundle& bundle() noexcept;
   clump::endpoint& endpoint() noexcept;
 
-  /// Waits until every rank has called barrier(); keeps handling messages meanwhile.
+  /// Waits until every rank has called barrier(); keeps handling the messages
+  /// of this runtime's bundle meanwhile (call it from the thread that polls it).
   void barrier();
   /// dst receives size() * len bytes, in rank order.
   void allgather(const void* src, void* dst, size_t len);

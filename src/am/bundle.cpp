@@ -29,13 +29,10 @@ bundle::bundle(bundle_mode mode) : impl_(new bundle_impl) {
   }
   impl_->wake = &proc.region().wake_word(impl_->wake_offset);
   impl_->set({});
-  proc.add_bundle(impl_);
 }
 
 bundle::~bundle() {
-  am::process& proc = am::process::get();
-  proc.remove_bundle(impl_);
-  proc.region().give_wake_word(impl_->wake_offset);
+  am::process::get().region().give_wake_word(impl_->wake_offset);
   delete impl_;
 }
 
@@ -52,7 +49,7 @@ unsigned bundle::poll() noexcept {
     if (shm::peek(e->own.reply, e->reply_head.load(std::memory_order_relaxed))) n += poll_replies(*e, batch);
     if (shm::peek(e->own.request, e->request_head.load(std::memory_order_relaxed))) n += poll_requests(*e, batch);
     // Relaxed: a hint; deliver_returns takes the lock.
-    if (e->has_returns.load(std::memory_order_relaxed)) [[unlikely]]
+    if (e->has_returns.load(std::memory_order_relaxed) || e->has_outbox.load(std::memory_order_relaxed)) [[unlikely]]
       n += deliver_returns(*e);
   }
   return n;

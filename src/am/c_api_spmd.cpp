@@ -37,6 +37,7 @@ using namespace clump::capi;
 // read without it (acquire: whoever sees true sees the rest).
 std::mutex spmd_mutex;
 std::atomic<bool> started{false};
+eb_t spmd_bundle = nullptr;  // the job's bundle; collectives poll it while they wait
 void (*exit_callback)(int) = nullptr;  // guarded by spmd_mutex
 std::atomic<bool> exiting{false};
 
@@ -61,11 +62,11 @@ int start(am::process& p, eb_t& eb, ep_t& ep) {
   if (rc == AM_OK && ntrans < p.size()) rc = AM_SetNumTranslations(ep, std::min(p.size(), 65535));
   if (rc != AM_OK) return rc;
   std::vector<en_t> names(static_cast<size_t>(p.size()));
-  p.job().allgather(&mine, names.data(), sizeof mine, p.progress_fn());
+  p.job().allgather(&mine, names.data(), sizeof mine, am::process::progress_fn(eb->b));
   for (int r = 0; r < p.size() && r < 65535; ++r)
     if ((rc = AM_Map(ep, r, names[static_cast<size_t>(r)], p.job().tag(r))) != AM_OK) return rc;
   // Every rank's endpoint exists before anyone sends.
-  p.job().barrier(p.progress_fn());
+  p.job().barrier(am::process::progress_fn(eb->b));
   return AM_OK;
 }
 
@@ -104,6 +105,7 @@ int AMX_SPMDStartup(int* argc, char*** argv, int network_depth, uint64_t* job_id
   }
   *eb = b;
   *ep = e;
+  spmd_bundle = b;
   started.store(true, std::memory_order_release);
   return AM_OK;
 }
@@ -120,7 +122,7 @@ int AMX_SPMDBarrier(void) {
   if (int rc = check_collective("AMX_SPMDBarrier"); rc >= 0) return rc;
   return guarded("AMX_SPMDBarrier", [] {
     am::process& p = *am::process::existing();
-    p.job().barrier(p.progress_fn());
+    p.job().barrier(am::process::progress_fn(spmd_bundle->b));
     return AM_OK;
   });
 }
@@ -129,7 +131,7 @@ int AMX_SPMDAllGather(void* src, void* dst, size_t len) {
   if (int rc = check_collective("AMX_SPMDAllGather"); rc >= 0) return rc;
   return guarded("AMX_SPMDAllGather", [&] {
     am::process& p = *am::process::existing();
-    p.job().allgather(src, dst, len, p.progress_fn());  // throws bad_arg for NULL buffers
+    p.job().allgather(src, dst, len, am::process::progress_fn(spmd_bundle->b));  // throws bad_arg for NULL buffers
     return AM_OK;
   });
 }
@@ -138,7 +140,7 @@ int AMX_SPMDBroadcast(void* buf, size_t len, int root) {
   if (int rc = check_collective("AMX_SPMDBroadcast"); rc >= 0) return rc;
   return guarded("AMX_SPMDBroadcast", [&] {
     am::process& p = *am::process::existing();
-    p.job().broadcast(buf, len, root, p.progress_fn());  // throws bad_arg for a bad root
+    p.job().broadcast(buf, len, root, am::process::progress_fn(spmd_bundle->b));  // throws bad_arg for a bad root
     return AM_OK;
   });
 }

@@ -29,7 +29,8 @@ void run_returned(endpoint_impl& e, const returned_message& m) noexcept {
   if (h0.fn) {
     token t;
     t.ep_ = &e;
-    t.source_ = 0;
+    // The token names the endpoint the message was going to.
+    t.source_ = am::source_id(static_cast<int>(m.destination.rank), m.destination.id & 0xffu);
     t.tag_ = m.tag;
     t.returned_ = &m;
     h0.fn(h0.ctx, t, m.args.data(), static_cast<unsigned>(m.args.size()), nullptr, 0);
@@ -98,7 +99,10 @@ void run_returned(endpoint_impl& e, const returned_message& m) noexcept {
 
   const bool request = shm::is_request(kind);
   const bool staged = p.flags & shm::flag_staged;
-  const uint64_t long_offset = staged ? tail->aux : p.offset;
+  const bool medium = kind == packet_kind::medium_request || kind == packet_kind::medium_reply;
+  // The destination offset of a long message (0 for others: a medium's
+  // offset field holds ring lines, which mean nothing to handler 0).
+  const uint64_t long_offset = staged ? tail->aux : medium ? 0 : p.offset;
   // Relaxed: our own tag, written by this process.
   if (!tag_accepts(e.own.header->tag.load(std::memory_order_relaxed), p.tag)) [[unlikely]]
     return reject(e, p, args, long_offset, return_reason::bad_tag);
@@ -239,7 +243,8 @@ unsigned deliver_returns(endpoint_impl& e) noexcept {
     auto keep = std::remove_if(e.outbox.begin(), e.outbox.end(),
                                [&](const endpoint_impl::deferred& d) { return try_send_return(e, d.to, d.r); });
     e.outbox.erase(keep, e.outbox.end());
-    e.has_returns.store(!e.outbox.empty(), std::memory_order_relaxed);
+    e.has_outbox.store(!e.outbox.empty(), std::memory_order_relaxed);
+    e.has_returns.store(false, std::memory_order_relaxed);
   }
   for (const pending_return& r : local) {
     returned_message m{r.reason, r.op, r.handler, std::span<const uint32_t>(r.args, r.nargs), r.length, r.offset,

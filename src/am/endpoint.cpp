@@ -55,6 +55,9 @@ endpoint::endpoint(bundle& b) : impl_(new endpoint_impl) {
   h->wake_offset.store(e.bundle->wake_offset, std::memory_order_relaxed);
   h->segment_offset.store(shm::private_segment, std::memory_order_relaxed);
   e.own = shm::view_queue_block(block, reg.base(), reg.depth(), reg.ring_bytes());
+  // The queues continue from where this slot's previous endpoint left them.
+  e.request_head.store(e.own.request.control->head.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  e.reply_head.store(e.own.reply.control->head.load(std::memory_order_relaxed), std::memory_order_relaxed);
   e.translations.resize(256);
   std::lock_guard lock(e.bundle->mutex);
   auto eps = e.bundle->endpoints.load(std::memory_order_relaxed)->eps;

@@ -100,7 +100,8 @@ struct endpoint_impl {
     uint32_t from;
   };
   std::vector<deferred> outbox;
-  std::atomic<bool> has_returns{false};
+  std::atomic<bool> has_returns{false};  // local_returns holds messages for handler 0
+  std::atomic<bool> has_outbox{false};   // outbox holds returns to retry (not an event: no wake-up)
 
   // Statistics.
   counter requests_sent[3], replies_sent[3], requests_received[3], replies_received[3];

@@ -1,8 +1,7 @@
 #include "am/process.hpp"
 
-#include <algorithm>
 #include <chrono>
-#include <thread>
+#include <memory>
 
 #include <clump/am.hpp>
 
@@ -70,39 +69,20 @@ remote_endpoint* process::make_remote(int rank, uint32_t slot) noexcept {
   return raw;
 }
 
-void process::add_bundle(detail::bundle_impl* b) {
-  std::lock_guard lock(mutex_);
-  bundles_.push_back(b);
-}
-
-void process::remove_bundle(detail::bundle_impl* b) {
-  std::lock_guard lock(mutex_);
-  bundles_.erase(std::remove(bundles_.begin(), bundles_.end(), b), bundles_.end());
-}
-
-void process::progress() noexcept {
-  // The progress function of boot collectives (see boot::progress_fn): poll
-  // every bundle; after CLUMP_SPIN_BEFORE_SLEEP_US without a message, sleep on
-  // the first bundle's wake word for a short while, so that a rank waiting in
-  // a barrier uses no CPU yet answers messages at once.
-  thread_local std::chrono::steady_clock::time_point last_work = std::chrono::steady_clock::now();
-  std::vector<detail::bundle_impl*> list;
-  {
-    std::lock_guard lock(mutex_);
-    list = bundles_;
-  }
-  unsigned n = 0;
-  for (auto* b : list) n += b->owner->poll();
-  const auto now = std::chrono::steady_clock::now();
-  if (n) {
-    last_work = now;
-    return;
-  }
-  if (now - last_work < std::chrono::microseconds(core::settings().spin_before_sleep_us)) return;
-  if (list.empty())
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  else
-    list.front()->owner->sleep_until_message(std::chrono::microseconds(200));
+boot::progress_fn process::progress_fn(bundle& b) {
+  // See boot::progress_fn: poll; after CLUMP_SPIN_BEFORE_SLEEP_US without a
+  // message, sleep on the bundle's wake word for a short while, so that a rank
+  // waiting in a barrier uses no CPU yet answers messages at once.
+  auto last_work = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
+  const auto spin = std::chrono::microseconds(core::settings().spin_before_sleep_us);
+  return [&b, last_work, spin] {
+    const auto now = std::chrono::steady_clock::now();
+    if (b.poll() != 0) {
+      *last_work = now;
+      return;
+    }
+    if (now - *last_work >= spin) b.sleep_until_message(std::chrono::microseconds(200));
+  };
 }
 
 }  // namespace clump::am

@@ -13,8 +13,8 @@
 #include "shm/queue_block.hpp"
 #include "shm/region.hpp"
 
-namespace clump::detail {
-struct bundle_impl;
+namespace clump {
+class bundle;
 }
 
 namespace clump::am {
@@ -62,15 +62,10 @@ class process {
     return e ? e : make_remote(r, s);
   }
 
-  /// Bundles register here so that blocking boot collectives keep polling.
-  void add_bundle(detail::bundle_impl* b);
-  void remove_bundle(detail::bundle_impl* b);
-  /// Polls every bundle (the progress function of boot collectives).
-  void progress() noexcept;
-  /// A progress function for boot calls.
-  boot::progress_fn progress_fn() {
-    return [this] { progress(); };
-  }
+  /// The progress function for a boot collective called by the thread that
+  /// owns bundle `b`: polls `b` (only: other bundles may belong to other
+  /// threads) and, when idle, sleeps briefly on its wake word.
+  static boot::progress_fn progress_fn(bundle& b);
 
  private:
   process();
@@ -85,8 +80,7 @@ class process {
   uint32_t max_slots_ = 256;
   std::unique_ptr<std::atomic<remote_endpoint*>[]> remotes_;
   std::vector<std::unique_ptr<remote_endpoint>> remote_storage_;
-  std::mutex mutex_;  // guards remote_storage_ and bundles_ (setup paths)
-  std::vector<detail::bundle_impl*> bundles_;
+  std::mutex mutex_;  // guards remote_storage_ (setup path)
 };
 
 }  // namespace clump::am

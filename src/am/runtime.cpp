@@ -24,7 +24,7 @@ runtime::runtime() : impl_(std::make_unique<impl>()) {
   // endpoints created before this one.
   std::vector<endpoint_name> names(static_cast<size_t>(p.size()));
   endpoint_name mine = ep.name();
-  p.job().allgather(&mine, names.data(), sizeof mine, p.progress_fn());
+  p.job().allgather(&mine, names.data(), sizeof mine, am::process::progress_fn(impl_->bundle));
   for (int r = 0; r < p.size() && r < 65535; ++r) ep.map(r, names[static_cast<size_t>(r)], p.job().tag(r));
   // Every rank's endpoint and segment exist before anyone sends.
   barrier();
@@ -47,14 +47,14 @@ uint64_t runtime::job_id() const noexcept { return impl_->proc.job_id(); }
 clump::bundle& runtime::bundle() noexcept { return impl_->bundle; }
 clump::endpoint& runtime::endpoint() noexcept { return impl_->endpoint; }
 
-void runtime::barrier() { impl_->proc.job().barrier(impl_->proc.progress_fn()); }
+void runtime::barrier() { impl_->proc.job().barrier(am::process::progress_fn(impl_->bundle)); }
 
 void runtime::allgather(const void* src, void* dst, size_t len) {
-  impl_->proc.job().allgather(src, dst, len, impl_->proc.progress_fn());
+  impl_->proc.job().allgather(src, dst, len, am::process::progress_fn(impl_->bundle));
 }
 
 void runtime::broadcast(void* buf, size_t len, int root) {
-  impl_->proc.job().broadcast(buf, len, root, impl_->proc.progress_fn());
+  impl_->proc.job().broadcast(buf, len, root, am::process::progress_fn(impl_->bundle));
 }
 
 void runtime::exit(int code) {

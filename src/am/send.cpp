@@ -47,7 +47,13 @@ struct outgoing {
 [[gnu::cold]] void wait_for_room(endpoint_impl& from, when_full policy, unsigned round) noexcept {
   if (round == 0) from.send_waits.add(1, from.parallel);
   if (policy == when_full::poll_replies) {
-    poll_replies(from, from.poll_batch);
+    // We may be inside a request handler of any endpoint of this bundle, so
+    // run no request handlers; but drain the reply queues of every endpoint
+    // of the bundle: the reply we wait to send may be stuck behind a reply to
+    // another of our endpoints (reply and returned-message handlers send
+    // nothing, so this always makes progress).
+    const bundle_impl::list* l = from.bundle->endpoints.load(std::memory_order_acquire);
+    for (endpoint_impl* e : l->eps) poll_replies(*e, e->poll_batch);
   } else {
     // Not inside a handler (sends of requests from handlers are refused), so
     // running the bundle's handlers here is safe and keeps replies flowing.
@@ -108,7 +114,7 @@ status enqueue(endpoint_impl& from, am::remote_endpoint& to, bool reply, const o
     if (m.nargs > first) std::memcpy(t.args, m.args + first, (m.nargs - first) * sizeof(uint32_t));
   }
   if (m.ring_bytes) std::memcpy(shm::ring_at(q, c.ring_line), m.ring_data, m.ring_bytes);
-  if (m.direct_bytes) std::memcpy(m.direct, m.direct_data, m.direct_bytes);
+  if (m.direct_bytes) std::memmove(m.direct, m.direct_data, m.direct_bytes);  // may overlap (to oneself)
   shm::publish(q, c);
   if (c.wake) [[unlikely]]
     shm::wake(shm::wake_word(q));
@@ -157,7 +163,7 @@ endpoint_name name_of(const endpoint_impl& here, uint32_t id) noexcept {
 
 status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, message_kind kind, handler_index h,
                     const uint32_t* args, unsigned nargs, const void* data, size_t length, uint64_t offset,
-                    tag_t tag, when_full policy, const endpoint_name* dest_name) noexcept {
+                    tag_t tag, when_full policy, const endpoint_name* dest_name, uint32_t expect) noexcept {
   const bool par = from.parallel;
   const auto k = static_cast<unsigned>(kind);
   if (nargs > max_args) [[unlikely]]
@@ -171,7 +177,6 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
   m.nargs = nargs;
   m.tag = tag;
   m.length = static_cast<uint32_t>(length);
-  const uint32_t expect = reply ? 0 : to.view.header->state.load(std::memory_order_relaxed);
   status s = status::ok;
   switch (kind) {
     case message_kind::short_message:
@@ -180,6 +185,10 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
     case message_kind::medium:
       if (length > from.max_medium) [[unlikely]]
         return misuse("medium payload longer than max_medium() (CLUMP_MAX_MEDIUM); send it as a long message");
+      // The receiver's ring must hold two of them (its own CLUMP_* settings
+      // may be smaller than ours), or the claim could never succeed.
+      if (2 * shm::lines_for_bytes(length) > (reply ? to.view.reply : to.view.request).ring_lines) [[unlikely]]
+        return misuse("medium payload longer than the destination's CLUMP_MAX_MEDIUM allows");
       m.flags = shm::flag_ring;
       m.ring_data = data;
       m.ring_bytes = length;
@@ -210,14 +219,16 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
           // Copy first: while it runs, the previous packet's publication
           // reaches the receiver, so the claim's locked instruction does not
           // wait for it (worth ~20% at 64 KiB when the cores are far apart).
-          std::memcpy(dst, data, length);
+          std::memmove(dst, data, length);  // memmove: a message to oneself may overlap
         }
         s = enqueue(from, to, reply, m, policy, expect);
         break;
       }
       // A private segment: the payload travels through the ring in pieces
       // that the receiver copies into place; the last one runs the handler.
-      const size_t piece = from.max_medium;
+      // Pieces fit both our medium limit and half the receiver's ring.
+      const size_t piece = std::min<size_t>(
+          from.max_medium, (reply ? to.view.reply : to.view.request).ring_lines * shm::cache_line / 2);
       const auto* src = static_cast<const std::byte*>(data);
       size_t done = 0;
       outgoing part{};
@@ -246,6 +257,13 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
       break;
     }
   }
+  if ((s == status::not_sent || s == status::resource) && reply) [[unlikely]] {
+    // The requester went away (freed endpoint or exited process) while we
+    // waited: nobody is left to receive this reply or a returned message.
+    core::log_warning("a reply to rank %d was dropped: the requesting endpoint %s", to.rank,
+                      s == status::not_sent ? "was freed" : "'s process has exited");
+    return status::not_sent;
+  }
   if (s == status::not_sent || s == status::resource) [[unlikely]] {
     return_locally(from, s == status::not_sent ? return_reason::bad_endpoint : return_reason::unreachable,
                    op_of(m.kind), h, args, nargs, length, offset, name_or(from, to, dest_name), tag);
@@ -260,6 +278,13 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
 bool try_send_return(endpoint_impl& from, uint32_t to_id, const pending_return& r) noexcept {
   am::remote_endpoint* to = from.proc->remote(to_id);
   if (!to) return true;  // nowhere to send it; dropped (logged by the caller)
+  // Relaxed: see queue_block.hpp. A sender that is gone gets nothing back.
+  if ((to->view.header->state.load(std::memory_order_relaxed) & 1u) == 0 ||
+      to->gone.load(std::memory_order_relaxed)) [[unlikely]] {
+    core::log_warning("a message returned to rank %d (%s) was dropped: its sender no longer exists", to->rank,
+                      to_string(r.reason));
+    return true;
+  }
   outgoing m{};
   m.kind = packet_kind::returned;
   m.flags = shm::flag_two_lines;
@@ -278,7 +303,7 @@ void send_return(endpoint_impl& from, uint32_t to, const pending_return& r) noex
   std::lock_guard lock(from.returns_mutex);
   from.outbox.push_back({to, r, from.id});
   // Relaxed: the mutex orders the outbox; the flag only prompts a later poll.
-  from.has_returns.store(true, std::memory_order_relaxed);
+  from.has_outbox.store(true, std::memory_order_relaxed);
 }
 
 /// The common case in one piece: a short message of at most 8 words to a
@@ -338,7 +363,7 @@ status endpoint::send_raw(int dest, message_kind kind, handler_index h, const ui
   if (kind == message_kind::short_message && try_send_short(e, *t.remote, false, h, args, nargs, t.tag))
     return status::ok;
   return send_message(e, *t.remote, false, kind, h, args, nargs, data, length, offset, t.tag,
-                      async ? when_full::give_up : when_full::poll_bundle, &t.name);
+                      async ? when_full::give_up : when_full::poll_bundle, &t.name, t.state);
 }
 
 status endpoint::get_raw(int dest, handler_index h, const uint32_t* args, unsigned nargs, uint64_t source_offset,
@@ -395,14 +420,20 @@ status token_base::reply_raw(message_kind kind, handler_index h, const uint32_t*
   am::remote_endpoint* to = ep_->proc->remote(source_);
   if (!to) [[unlikely]]
     return misuse("reply: the requester is not known in this job");
-  // Relaxed: the requester's tag, read from its queue block (see queue_block.hpp).
+  // Relaxed: the requester's tag and state, read from its queue block (see
+  // queue_block.hpp). A requester freed since its request gets no reply.
   const tag_t tag = to->view.header->tag.load(std::memory_order_relaxed);
+  const uint32_t state = to->view.header->state.load(std::memory_order_relaxed);
+  if ((state & 1u) == 0) [[unlikely]] {
+    core::log_warning("a reply to rank %d was dropped: the requesting endpoint was freed", to->rank);
+    return status::not_sent;
+  }
   if (kind == message_kind::short_message && try_send_short(*ep_, *to, true, h, args, nargs, tag)) {
     replied_ = true;
     return status::ok;
   }
   const status s = send_message(*ep_, *to, true, kind, h, args, nargs, data, length, offset, tag,
-                                when_full::poll_replies, nullptr);
+                                when_full::poll_replies, nullptr, state);
   // A reply refused at the call site (bad arguments) does not use up the one reply.
   if (s == status::ok) replied_ = true;
   return s;

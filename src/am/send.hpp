@@ -20,9 +20,13 @@ enum class when_full {
 /// destination segment; undeliverable messages go to handler 0 locally.
 /// `dest_name` is the destination's name as the sender knows it (for handler
 /// 0), or nullptr to work it out only if the message does come back.
+/// `expect` is the destination's queue block state the message is meant for:
+/// if it changes while the sender waits for room (endpoint freed, slot
+/// reused), the message is not delivered. A reply that cannot be delivered
+/// is dropped with a warning (its requester is gone) and returns not_sent.
 status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, message_kind kind, handler_index h,
                     const uint32_t* args, unsigned nargs, const void* data, size_t length, uint64_t offset,
-                    tag_t tag, when_full policy, const endpoint_name* dest_name) noexcept;
+                    tag_t tag, when_full policy, const endpoint_name* dest_name, uint32_t expect) noexcept;
 
 /// Sends a returned message back to endpoint `to` (an id): tries once and
 /// keeps it in the outbox when the queue is full. Never blocks.

@@ -18,9 +18,9 @@
 //   a line that holds an older lap's value is not ready.
 // - Counters are 32-bit and wrap; depth and ring size are powers of two so
 //   that the masks stay right across the wrap.
-// - Sleep/wake (Dekker): the receiver stores its bundle's sleeping bit
-//   (seq_cst), then loads `tail` (seq_cst); a sender's claim is a seq_cst CAS on
-//   `tail` followed by a seq_cst load of the sleeping bit. One of the two sees
+// - Sleep/wake (Dekker): the receiver counts itself as a sleeper in its
+//   bundle's wake word (seq_cst), then loads `tail` (seq_cst); a sender's claim
+//   is a seq_cst CAS on `tail` followed by a seq_cst load of the wake word. One of the two sees
 //   the other, so a message is never left behind a sleeping receiver, and the
 //   send path needs no extra fence.
 
@@ -134,8 +134,8 @@ inline bool try_claim(const queue_ref& q, head_cache& cache, uint32_t lines, siz
       out.line = tl;
       out.ring_line = tr + skip;
       out.ring_used = ring_used;
-      // seq_cst: the other half of the handshake; bit 0 means "asleep".
-      out.wake = (wake_word(q).load(std::memory_order_seq_cst) & 1u) != 0;
+      // seq_cst: the other half of the handshake; non-zero low bits count sleepers.
+      out.wake = (wake_word(q).load(std::memory_order_seq_cst) & 0xffu) != 0;
       return true;
     }
   }

@@ -12,17 +12,17 @@ void init_queue_block(std::byte* block, uint32_t depth, size_t ring_bytes, uint3
   h->segment_offset.store(0, std::memory_order_relaxed);
   h->segment_length.store(0, std::memory_order_relaxed);
   h->wake_offset.store(0, std::memory_order_relaxed);
+  // The counters are never reset: a slot's new endpoint starts its queues
+  // where the old one's ended (head = tail, dropping what was left), so the
+  // head a sender cached for the old endpoint is never ahead of the new one's
+  // and the lines' seq words keep meaning what they meant. A fresh region is
+  // zero (committed by fallocate): every counter and seq starts at 0, and a
+  // line with seq 0 is never the one expected (index + 1 >= 1).
   std::byte* q = block + 2 * cache_line;
   for (int i = 0; i < 2; ++i) {
-    auto* c = new (q) queue_control{};
-    c->tail.store(0, std::memory_order_relaxed);
-    c->head.store(0, std::memory_order_relaxed);
-    auto* lines = reinterpret_cast<packet*>(q + sizeof(queue_control));
-    for (uint32_t l = 0; l < depth; ++l) {
-      // A fresh line must not look published for index l: seq l+1 is what the
-      // receiver expects on the first lap, so start from 0 (never expected: l+1 >= 1).
-      new (&lines[l].seq) std::atomic<uint32_t>(0);
-    }
+    auto* c = reinterpret_cast<queue_control*>(q);
+    // Relaxed: nobody consumes this queue yet; the release of `state` below publishes it.
+    c->head.store(c->tail.load(std::memory_order_relaxed), std::memory_order_relaxed);
     q += queue_bytes(depth, ring_bytes);
   }
   h->magic = queue_block_magic;

@@ -16,12 +16,13 @@ static long futex(std::atomic<uint32_t>& word, int op, uint32_t val, const times
 
 uint32_t prepare_sleep(std::atomic<uint32_t>& word) noexcept {
   // seq_cst: the receiver's half of the handshake in queue.hpp.
-  return word.fetch_or(1u, std::memory_order_seq_cst) | 1u;
+  return word.fetch_add(1u, std::memory_order_seq_cst) + 1u;
 }
 
 void cancel_sleep(std::atomic<uint32_t>& word) noexcept {
-  // Relaxed: only the owner sets the bit; a sender clearing it too is harmless.
-  word.fetch_and(~1u, std::memory_order_relaxed);
+  // Relaxed: the count is only a hint to senders; a sender that still sees
+  // this thread counted makes one needless wake call.
+  word.fetch_sub(1u, std::memory_order_relaxed);
 }
 
 void sleep(std::atomic<uint32_t>& word, uint32_t expected, long timeout_ns) noexcept {
@@ -31,12 +32,10 @@ void sleep(std::atomic<uint32_t>& word, uint32_t expected, long timeout_ns) noex
 }
 
 void wake(std::atomic<uint32_t>& word) noexcept {
-  // Clear "asleep" and bump the count in one step, so that a sleeper that has
+  // Bump the wake count (above the sleeper bits), so that a sleeper that has
   // not yet entered the kernel finds a changed value and does not sleep.
-  uint32_t v = word.load(std::memory_order_relaxed);
   // seq_cst: orders this with the sender's publish before the kernel call.
-  while (!word.compare_exchange_weak(v, (v & ~1u) + 2u, std::memory_order_seq_cst, std::memory_order_relaxed)) {
-  }
+  word.fetch_add(sleeper_mask + 1u, std::memory_order_seq_cst);
   futex(word, FUTEX_WAKE, INT_MAX, nullptr);
 }
 

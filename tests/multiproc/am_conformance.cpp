@@ -452,6 +452,62 @@ int scenario_parallel(clump::runtime& rt, int threads, int per_thread) {
   return failures;
 }
 
+// ---- a bundle owned by a worker thread while the main thread is in barriers ----
+
+int scenario_worker(clump::runtime& rt) {
+  // Rank 0's worker thread polls its own sequential bundle; its main thread
+  // sits in barriers. A barrier must poll only the runtime's bundle: polling
+  // the worker's too would run its handlers twice, in two threads at once.
+  constexpr int rounds = 100, per = 500;
+  std::vector<std::atomic<int>> seen(rounds * per);
+  std::atomic<bool> stop{false};
+  std::atomic<int> inside{0}, overlaps{0};
+  clump::bundle wb;
+  clump::endpoint we(wb);
+  we.set_tag(clump::tag_all);
+  auto h = we.on_request([&](clump::token&, uint32_t i) {
+    if (inside.fetch_add(1) != 0) ++overlaps;
+    seen[i].fetch_add(1);
+    inside.fetch_sub(1);
+  });
+  std::vector<clump::endpoint_name> names(static_cast<size_t>(rt.size()));
+  clump::endpoint_name mine = we.name();
+  rt.allgather(&mine, names.data(), sizeof mine);
+  std::thread worker;
+  if (rt.rank() == 0) worker = std::thread([&] {
+    while (!stop.load()) wb.poll();
+  });
+  clump::endpoint& ep = rt.endpoint();
+  const int far = rt.size();  // a free translation index
+  ep.map(far, names[0], clump::tag_all);
+  for (int r = 0; r < rounds; ++r) {
+    if (rt.rank() == 1)
+      for (int i = 0; i < per; ++i) CHECK(ep.request(far, h, static_cast<uint32_t>(r * per + i)) == clump::status::ok, "send");
+    rt.barrier();
+  }
+  if (rt.rank() == 0) {
+    // Everything rank 1 sent is in the worker's queue or handled: let the worker finish it.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    auto handled = [&] {
+      int n = 0;
+      for (auto& s : seen) n += s.load() > 0;
+      return n;
+    };
+    while (handled() < rounds * per && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    stop = true;
+    worker.join();
+    int dup = 0, lost = 0;
+    for (auto& s : seen) {
+      if (s.load() > 1) dup += s.load() - 1;
+      if (s.load() == 0) ++lost;
+    }
+    CHECK(dup == 0 && lost == 0 && overlaps.load() == 0, "%d duplicates, %d lost, %d overlapping handler calls", dup,
+          lost, overlaps.load());
+  }
+  rt.barrier();
+  return failures;
+}
+
 // ---- a peer that has exited -------------------------------------------------
 
 int scenario_dead_peer(clump::runtime& rt) {
@@ -510,6 +566,7 @@ int main(int argc, char** argv) {
   else if (what == "flood") failed = scenario_flood(rt, arg);
   else if (what == "storm") failed = scenario_storm(rt, arg);
   else if (what == "idle") failed = rt.size() >= 2 ? scenario_idle(rt) : (std::fprintf(stderr, "idle needs 2 ranks\n"), 1);
+  else if (what == "worker") failed = rt.size() >= 2 ? scenario_worker(rt) : (std::fprintf(stderr, "worker needs 2 ranks\n"), 1);
   else if (what == "dead_peer") failed = rt.size() == 2 ? scenario_dead_peer(rt) : (std::fprintf(stderr, "dead_peer needs 2 ranks\n"), 1);
   else if (what == "parallel") failed = scenario_parallel(rt, arg, argc > 3 ? std::atoi(argv[3]) : 2000);
   else {

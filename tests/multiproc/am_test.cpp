@@ -87,6 +87,11 @@ TEST(storm, two_ranks_default_queues) {
   EXPECT_JOB_OK(r);
 }
 
+TEST(threads, a_barrier_polls_only_its_own_bundle_not_a_worker_threads) {
+  auto r = job(2, {"worker"});
+  EXPECT_JOB_OK(r);
+}
+
 TEST(dead_peer, sends_to_an_exited_process_come_back_unreachable_without_hanging) {
   auto r = job(2, {"dead_peer"});
   EXPECT_JOB_OK(r);

@@ -1,0 +1,143 @@
+// Endpoints that come and go, several endpoints in one bundle, several
+// sleepers on one bundle: cases found in review, each of which failed (hung,
+// lost messages or slept through a wake-up) before its fix. One process, a
+// job of one; small queues so that they fill quickly.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <clump/clump.hpp>
+
+#include "am/endpoint_impl.hpp"
+
+namespace {
+
+// Settings are read once, on first use: set them before anything runs.
+const int small_queues = [] {
+  setenv("CLUMP_SHM_QUEUE_DEPTH", "16", 1);
+  setenv("CLUMP_POLL_BATCH", "1", 1);
+  setenv("CLUMP_SEGMENT_SIZE", "1M", 1);
+  return 0;
+}();
+
+using namespace std::chrono;
+
+TEST(endpoints, a_reply_waiting_for_room_drains_every_reply_queue_of_its_bundle) {
+  // E2 asks E1 five times; E1 answers each with a maximum medium. Four fill
+  // E2's reply ring; the fifth reply waits inside E1's handler, and only
+  // draining E2's reply queue (same bundle) lets it through.
+  clump::bundle b;
+  clump::endpoint e1(b), e2(b);
+  e1.set_tag(clump::tag_all);
+  e2.set_tag(clump::tag_all);
+  e2.map(0, e1.name(), clump::tag_all);
+  std::vector<std::byte> big(clump::max_medium());
+  int replies = 0;
+  auto got = e2.on_reply([&](clump::token&, std::span<const std::byte>, uint32_t) { ++replies; });
+  auto req = e1.on_request([&](clump::token& t, uint32_t v) { EXPECT_EQ(t.reply(got, big, v), clump::status::ok); });
+  for (uint32_t i = 0; i < 5; ++i) ASSERT_EQ(e2.request(0, req, i), clump::status::ok);
+  const auto deadline = steady_clock::now() + seconds(20);
+  while (replies < 5 && steady_clock::now() < deadline) b.poll();
+  EXPECT_EQ(replies, 5);
+}
+
+TEST(endpoints, a_reused_slot_starts_where_the_old_endpoint_left_its_queues) {
+  // A sender's cached view of the old endpoint's queue must not let it
+  // overwrite packets of the new endpoint in the same slot.
+  clump::bundle b;
+  clump::endpoint s(b);
+  s.set_tag(clump::tag_all);
+  int old_count = 0, new_count = 0;
+  auto q = std::make_unique<clump::endpoint>(b);
+  q->set_tag(clump::tag_all);
+  auto h = q->on_request([&](clump::token&, uint32_t) { ++old_count; });
+  s.map(0, q->name(), clump::tag_all);
+  for (uint32_t i = 0; i < 17; ++i) ASSERT_EQ(s.request(0, h, i), clump::status::ok);
+  const uint32_t slot = q->name().id & 0xffu;
+  q.reset();
+  auto q2 = std::make_unique<clump::endpoint>(b);
+  q2->set_tag(clump::tag_all);
+  ASSERT_EQ(q2->name().id & 0xffu, slot) << "the test needs the slot to be reused";
+  auto h2 = q2->on_request([&](clump::token&, uint32_t) { ++new_count; });
+  s.unmap(0);
+  s.map(0, q2->name(), clump::tag_all);
+  for (uint32_t i = 0; i < 40; ++i) ASSERT_EQ(s.request(0, h2, i), clump::status::ok);
+  const auto deadline = steady_clock::now() + seconds(20);
+  while (new_count < 40 && steady_clock::now() < deadline) b.poll();
+  EXPECT_EQ(new_count, 40);
+}
+
+TEST(endpoints, replies_to_a_freed_requester_are_dropped_not_waited_for) {
+  clump::bundle b;
+  clump::endpoint e(b);
+  e.set_tag(clump::tag_all);
+  std::vector<std::byte> big(clump::max_medium());
+  int handled = 0;
+  clump::status last = clump::status::ok;
+  auto r = std::make_unique<clump::endpoint>(b);
+  r->set_tag(clump::tag_all);
+  auto got = r->on_reply([](clump::token&, std::span<const std::byte>, uint32_t) {});
+  auto req = e.on_request([&](clump::token& t, uint32_t v) {
+    ++handled;
+    last = t.reply(got, big, v);
+  });
+  r->map(0, e.name(), clump::tag_all);
+  for (uint32_t i = 0; i < 5; ++i) ASSERT_EQ(r->request(0, req, i), clump::status::ok);
+  r.reset();  // the requester goes away before its replies are sent
+  for (int i = 0; i < 10 && handled < 5; ++i) b.poll();
+  EXPECT_EQ(handled, 5);
+  EXPECT_EQ(last, clump::status::not_sent);
+}
+
+TEST(endpoints, returns_that_cannot_be_delivered_do_not_keep_the_bundle_awake) {
+  clump::bundle b, ba;
+  clump::endpoint e(b);
+  e.set_tag(clump::tag_all);
+  auto a = std::make_unique<clump::endpoint>(ba);
+  a->set_tag(clump::tag_all);
+  a->on_returned([](const clump::returned_message&) {});
+  a->map(0, e.name(), clump::tag_all);
+  clump::request_handler<uint32_t> none{200};  // nothing at 200 on e: each comes back
+  for (uint32_t i = 0; i < 17; ++i) {
+    ASSERT_EQ(a->request(0, none, i), clump::status::ok);
+    b.poll();
+  }
+  a.reset();  // its reply queue is never drained again
+  for (int i = 0; i < 40; ++i) b.poll();
+  const auto t0 = steady_clock::now();
+  for (int i = 0; i < 5; ++i) b.sleep_until_message(milliseconds(20));
+  EXPECT_GE(steady_clock::now() - t0, milliseconds(90)) << "the bundle did not sleep";
+}
+
+TEST(endpoints, a_sleeper_is_woken_even_when_another_sleeper_gave_up) {
+  clump::bundle bp(clump::bundle_mode::parallel);
+  clump::endpoint e(bp);
+  e.set_tag(clump::tag_all);
+  auto h = e.on_request([](clump::token&, uint32_t) {});
+  clump::bundle bs;
+  clump::endpoint s(bs);
+  s.set_tag(clump::tag_all);
+  s.map(0, e.name(), clump::tag_all);
+  auto& word = *bp.impl()->wake;
+  steady_clock::time_point woke{};
+  std::thread sleeper([&] {
+    bp.sleep_until_message(seconds(10));
+    woke = steady_clock::now();
+  });
+  // Wait (bounded) until the sleeper is counted, then sleep and give up here.
+  const auto deadline = steady_clock::now() + seconds(10);
+  while ((word.load() & 0xffu) == 0 && steady_clock::now() < deadline) std::this_thread::yield();
+  bp.sleep_until_message(milliseconds(1));
+  const auto sent = steady_clock::now();
+  ASSERT_EQ(s.request(0, h, 7u), clump::status::ok);
+  sleeper.join();
+  EXPECT_LT(woke - sent, seconds(5)) << "the sleeper was not woken by the send";
+  bp.poll();
+}
+
+}  // namespace
