@@ -328,6 +328,7 @@ class bundle {
 
  private:
   static std::chrono::microseconds spin_time() noexcept;
+  unsigned poll_endpoints() noexcept;
   detail::bundle_impl* impl_;
 };
 

@@ -38,6 +38,14 @@ bundle::~bundle() {
 
 unsigned bundle::poll() noexcept {
   if (handler_depth > 0) return 0;  // no polling from inside a handler
+  if (impl_->mode == bundle_mode::parallel) {
+    std::shared_lock lock(impl_->walkers);
+    return poll_endpoints();
+  }
+  return poll_endpoints();
+}
+
+unsigned bundle::poll_endpoints() noexcept {
   // Acquire: pairs with bundle_impl::set.
   const bundle_impl::list* l = impl_->endpoints.load(std::memory_order_acquire);
   const unsigned batch = impl_->poll_batch;
@@ -59,7 +67,9 @@ std::chrono::microseconds bundle::spin_time() noexcept {
   return std::chrono::microseconds(core::settings().spin_before_sleep_us);
 }
 
-static bool any_pending(const bundle_impl& b) noexcept {
+static bool any_pending(bundle_impl& b) noexcept {
+  std::shared_lock<std::shared_mutex> lock;
+  if (b.mode == bundle_mode::parallel) lock = std::shared_lock(b.walkers);
   const bundle_impl::list* l = b.endpoints.load(std::memory_order_acquire);
   for (const endpoint_impl* e : l->eps)
     if (has_pending(*e)) return true;

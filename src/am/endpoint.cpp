@@ -73,6 +73,7 @@ endpoint::~endpoint() {
     eps.erase(std::remove(eps.begin(), eps.end(), impl_), eps.end());
     e.bundle->set(std::move(eps));
   }
+  e.bundle->quiesce();
   e.proc->region().give_endpoint_slot(e.slot);
   if (e.segment_owned) e.proc->region().deallocate(e.segment_offset, e.segment_length);
   delete impl_;
@@ -103,6 +104,7 @@ void endpoint::move_to(bundle& b) {
     e.bundle->set(std::move(eps));
   }
   bundle_impl* old = e.bundle;
+  old->quiesce();
   e.bundle = b.impl();
   e.own.header->wake_offset.store(e.bundle->wake_offset, std::memory_order_relaxed);
   {

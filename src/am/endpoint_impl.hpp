@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <vector>
 
 #include <clump/am.hpp>
@@ -124,8 +125,18 @@ struct bundle_impl {
   std::atomic<const list*> endpoints{nullptr};
   std::vector<std::unique_ptr<list>> lists;
   std::mutex mutex;  // guards changes to the list
+  // Parallel bundles only: threads walking a list (poll, the pre-sleep
+  // check) hold this shared; an endpoint leaving the bundle takes it
+  // exclusively after the swap, so no thread still walks an old list that
+  // names it when it is freed. (So an endpoint of a parallel bundle may not
+  // be freed or moved from inside one of that bundle's handlers.)
+  std::shared_mutex walkers;
 
   void set(std::vector<endpoint_impl*> eps);
+  /// Waits until no thread walks a list older than the current one.
+  void quiesce() {
+    if (mode == bundle_mode::parallel) std::unique_lock lock(walkers);
+  }
 };
 
 /// Runs handlers of one queue; returns how many messages it handled.

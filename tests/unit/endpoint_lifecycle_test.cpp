@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -138,6 +139,32 @@ TEST(endpoints, a_sleeper_is_woken_even_when_another_sleeper_gave_up) {
   sleeper.join();
   EXPECT_LT(woke - sent, seconds(5)) << "the sleeper was not woken by the send";
   bp.poll();
+}
+
+TEST(endpoints, an_endpoint_of_a_parallel_bundle_can_be_freed_while_another_thread_polls) {
+  // Under ASan/TSan in CI: the poller must never touch a freed endpoint.
+  clump::bundle bp(clump::bundle_mode::parallel);
+  clump::endpoint keep(bp);  // the bundle is never empty
+  std::atomic<bool> stop{false};
+  std::atomic<long> handled{0};
+  std::thread poller([&] {
+    while (!stop.load()) bp.poll();
+  });
+  clump::bundle bs;
+  clump::endpoint s(bs);
+  s.set_tag(clump::tag_all);
+  for (int round = 0; round < 200; ++round) {
+    auto e = std::make_unique<clump::endpoint>(bp);
+    e->set_tag(clump::tag_all);
+    auto h = e->on_request([&](clump::token&, uint32_t) { handled.fetch_add(1); });
+    s.map(0, e->name(), clump::tag_all);
+    ASSERT_EQ(s.request(0, h, static_cast<uint32_t>(round)), clump::status::ok);
+    e.reset();
+    s.unmap(0);
+  }
+  stop = true;
+  poller.join();
+  EXPECT_LE(handled.load(), 200);
 }
 
 }  // namespace
