@@ -53,7 +53,7 @@ endpoint::endpoint(bundle& b) : impl_(new endpoint_impl) {
   shm::init_queue_block(block, reg.depth(), reg.ring_bytes(), e.generation);
   auto* h = reinterpret_cast<shm::queue_block_header*>(block);
   h->wake_offset.store(e.bundle->wake_offset, std::memory_order_relaxed);
-  h->segment_offset.store(shm::private_segment, std::memory_order_relaxed);
+  shm::write_segment(*h, shm::private_segment, 0);
   e.own = shm::view_queue_block(block, reg.base(), reg.depth(), reg.ring_bytes());
   // The queues continue from where this slot's previous endpoint left them.
   e.request_head.store(e.own.request.control->head.load(std::memory_order_relaxed), std::memory_order_relaxed);
@@ -189,10 +189,7 @@ tag_t endpoint::translation_tag(int index) const {
 // ---- segment ---------------------------------------------------------------
 
 static void publish_segment(endpoint_impl& e) noexcept {
-  auto* h = e.own.header;
-  h->segment_length.store(0, std::memory_order_relaxed);
-  h->segment_offset.store(e.segment_offset, std::memory_order_relaxed);
-  h->segment_length.store(e.segment_length, std::memory_order_relaxed);
+  shm::write_segment(*e.own.header, e.segment_offset, e.segment_length);
 }
 
 std::span<std::byte> endpoint::allocate_segment(size_t bytes) {

@@ -197,10 +197,9 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
     case message_kind::long_message: {
       if (length > max_long) [[unlikely]]
         return misuse("long payload longer than max_long (4 GiB - 1)");
-      // Relaxed: the owner sets its segment before it tells anyone about it;
-      // the receiver checks the bounds again on arrival.
-      const uint64_t seg_off = to.view.header->segment_offset.load(std::memory_order_relaxed);
-      const uint64_t seg_len = to.view.header->segment_length.load(std::memory_order_relaxed);
+      // A consistent pair (seqlock); the receiver checks the bounds again on arrival.
+      uint64_t seg_off = 0, seg_len = 0;
+      shm::read_segment(*to.view.header, seg_off, seg_len);
       if (offset > seg_len || length > seg_len - offset) [[unlikely]] {
         return_locally(from, return_reason::bad_segment_offset, reply ? message_op::reply_long : message_op::request_long,
                        h, args, nargs, length, offset, name_or(from, to, dest_name), tag);

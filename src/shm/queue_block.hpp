@@ -36,8 +36,35 @@ struct alignas(cache_line) queue_block_header {
   std::atomic<uint64_t> tag;                // the endpoint's tag
   std::atomic<uint64_t> segment_offset;     // in the owner's region, or private_segment
   std::atomic<uint64_t> segment_length;     // 0: no segment
+  std::atomic<uint32_t> segment_version;    // seqlock over the two above: odd while they change
 };
 static_assert(sizeof(queue_block_header) == cache_line);
+
+/// The owner changes its segment (a seqlock write, so that no sender pairs
+/// the new offset with the old length). No fences (TSan does not model them):
+/// each field store is a release, so a reader that sees a new field also sees
+/// the odd version stored before it.
+inline void write_segment(queue_block_header& h, uint64_t offset, uint64_t length) noexcept {
+  const uint32_t v = h.segment_version.load(std::memory_order_relaxed);
+  h.segment_version.store(v + 1, std::memory_order_relaxed);
+  h.segment_offset.store(offset, std::memory_order_release);
+  h.segment_length.store(length, std::memory_order_release);
+  // Release: the fields are written before the version turns even again.
+  h.segment_version.store(v + 2, std::memory_order_release);
+}
+
+/// A sender reads a consistent (offset, length) pair.
+inline void read_segment(const queue_block_header& h, uint64_t& offset, uint64_t& length) noexcept {
+  for (;;) {
+    // Acquire: pairs with the release that ends a write.
+    const uint32_t v1 = h.segment_version.load(std::memory_order_acquire);
+    // Acquire: keeps the second version load after these, and pairs with the
+    // writer's release stores of the fields.
+    offset = h.segment_offset.load(std::memory_order_acquire);
+    length = h.segment_length.load(std::memory_order_acquire);
+    if ((v1 & 1u) == 0 && h.segment_version.load(std::memory_order_relaxed) == v1) return;
+  }
+}
 
 /// Bytes one queue block takes with the given parameters.
 constexpr size_t queue_bytes(uint32_t depth, size_t ring_bytes) noexcept {

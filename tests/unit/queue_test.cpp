@@ -255,4 +255,24 @@ TEST(queue, handshake_never_loses_a_wakeup_under_races) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(8));
 }
 
+TEST(queue_block, a_sender_never_sees_one_segments_offset_with_anothers_length) {
+  test_queue t(16, 4096);
+  queue_block_header& h = *t.view.header;
+  write_segment(h, 4096, 1 << 20);
+  std::atomic<bool> stop{false};
+  std::thread owner([&] {
+    for (int i = 0; i < 200000; ++i) write_segment(h, i % 2 ? 8u << 20 : 4096, i % 2 ? 4096 : 1u << 20);
+    stop = true;
+  });
+  long reads = 0, torn = 0;
+  while (!stop.load()) {
+    uint64_t off = 0, len = 0;
+    read_segment(h, off, len);
+    ++reads;
+    if (!((off == 4096 && len == (1u << 20)) || (off == (8u << 20) && len == 4096))) ++torn;
+  }
+  owner.join();
+  EXPECT_EQ(torn, 0) << "of " << reads << " reads";
+}
+
 }  // namespace
