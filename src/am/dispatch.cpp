@@ -140,6 +140,15 @@ void run_returned(endpoint_impl& e, const returned_message& m) noexcept {
       const uint64_t src = p.offset;
       if (src > e.segment_length || length > e.segment_length - src) [[unlikely]]
         return reject(e, p, args, src, return_reason::bad_segment_offset);
+      // The requester's own segment must take the data too; if it no longer
+      // does (it changed its segment since), the get goes back to the
+      // requester's handler 0 rather than to ours.
+      if (am::remote_endpoint* from = e.proc->remote(p.source)) {
+        uint64_t off = 0, len = 0;
+        shm::read_segment(*from->view.header, off, len);
+        if (tail->aux > len || length > len - tail->aux) [[unlikely]]
+          return reject(e, p, args, tail->aux, return_reason::bad_segment_offset);
+      }
       e.requests_received[2].add(1, e.parallel);
       token t;
       t.ep_ = &e;

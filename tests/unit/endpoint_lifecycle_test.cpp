@@ -167,4 +167,26 @@ TEST(endpoints, an_endpoint_of_a_parallel_bundle_can_be_freed_while_another_thre
   EXPECT_LE(handled.load(), 200);
 }
 
+TEST(endpoints, a_get_whose_requester_shrank_its_segment_comes_back_to_the_requester) {
+  clump::bundle b;
+  clump::endpoint owner(b), asker(b);
+  owner.set_tag(clump::tag_all);
+  asker.set_tag(clump::tag_all);
+  owner.allocate_segment(1 << 16);
+  asker.allocate_segment(1 << 16);
+  asker.map(0, owner.name(), clump::tag_all);
+  std::vector<clump::return_reason> asker_back, owner_back;
+  asker.on_returned([&](const clump::returned_message& m) { asker_back.push_back(m.reason); });
+  owner.on_returned([&](const clump::returned_message& m) { owner_back.push_back(m.reason); });
+  int arrived = 0;
+  auto got = asker.on_reply([&](clump::token&, std::span<const std::byte>) { ++arrived; });
+  ASSERT_EQ(asker.get(0, got, 0, 60000, 4096), clump::status::ok);
+  asker.allocate_segment(4096);  // before the owner answers, the destination range disappears
+  for (int i = 0; i < 10; ++i) b.poll();
+  EXPECT_EQ(arrived, 0);
+  EXPECT_TRUE(owner_back.empty());
+  ASSERT_EQ(asker_back.size(), 1u);
+  EXPECT_EQ(asker_back[0], clump::return_reason::bad_segment_offset);
+}
+
 }  // namespace
