@@ -40,7 +40,6 @@ endpoint::endpoint(bundle& b) : impl_(new endpoint_impl) {
   e.bundle = b.impl();
   e.parallel = b.mode() == bundle_mode::parallel;
   e.max_medium = core::settings().max_medium;
-  e.poll_batch = core::settings().poll_batch;
   shm::region& reg = e.proc->region();
   try {
     e.slot = reg.take_endpoint_slot(e.generation);

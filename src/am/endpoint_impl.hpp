@@ -70,7 +70,6 @@ struct endpoint_impl {
   shm::queue_block_view own;
   bool parallel = false;
   size_t max_medium = 0;   // CLUMP_MAX_MEDIUM, cached off the settings registry
-  unsigned poll_batch = 0;  // CLUMP_POLL_BATCH
 
   // Consumer state (this process only).
   // Atomic (relaxed) only because a sleeping thread may read them while the

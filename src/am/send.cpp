@@ -53,7 +53,7 @@ struct outgoing {
     // another of our endpoints (reply and returned-message handlers send
     // nothing, so this always makes progress).
     const bundle_impl::list* l = from.bundle->endpoints.load(std::memory_order_acquire);
-    for (endpoint_impl* e : l->eps) poll_replies(*e, e->poll_batch);
+    for (endpoint_impl* e : l->eps) poll_replies(*e, from.bundle->poll_batch);
   } else {
     // Not inside a handler (sends of requests from handlers are refused), so
     // running the bundle's handlers here is safe and keeps replies flowing.
@@ -86,9 +86,9 @@ status enqueue(endpoint_impl& from, am::remote_endpoint& to, bool reply, const o
     // A request whose destination went away while we wait would wait forever.
     if (expect_state && to.view.header->state.load(std::memory_order_relaxed) != expect_state)
       return status::not_sent;
-    // So would any message to a process that has exited (checked on the
-    // first wait and then now and then: a system call, on a path that is
-    // already waiting; once found dead, at once).
+    // So would any message to a process that has exited (checked every 1024
+    // rounds: a system call, on a path that is already waiting; once found
+    // dead, at once).
     if (to.gone.load(std::memory_order_relaxed) || ((round & 1023) == 1023 && !owner_alive(to))) [[unlikely]]
       return status::resource;
     wait_for_room(from, policy, round);
@@ -331,6 +331,25 @@ static inline bool try_send_short(endpoint_impl& from, am::remote_endpoint& to, 
   return true;
 }
 
+/// True when translation `t` names an endpoint that may receive a message
+/// now; otherwise the message goes to handler 0 (unmapped entry, endpoint
+/// freed, process exited) and false comes back.
+static bool deliverable(endpoint_impl& e, const translation& t, message_op op, handler_index h, const uint32_t* args,
+                        unsigned nargs, size_t length, uint64_t offset) noexcept {
+  if (!t.used || !t.remote) [[unlikely]] {
+    return_locally(e, return_reason::bad_entry, op, h, args, nargs, length, offset, endpoint_name{}, 0);
+    return false;
+  }
+  // Relaxed: see queue_block.hpp and remote_endpoint::gone.
+  const bool gone = t.remote->gone.load(std::memory_order_relaxed);
+  if (gone || t.remote->view.header->state.load(std::memory_order_relaxed) != t.state) [[unlikely]] {
+    return_locally(e, gone ? return_reason::unreachable : return_reason::bad_endpoint, op, h, args, nargs, length,
+                   offset, t.name, t.tag);
+    return false;
+  }
+  return true;
+}
+
 // ---- the public entry points -------------------------------------------
 
 }  // namespace clump::detail
@@ -347,18 +366,8 @@ status endpoint::send_raw(int dest, message_kind kind, handler_index h, const ui
   if (dest < 0 || static_cast<size_t>(dest) >= e.translations.size()) [[unlikely]]
     return misuse("translation index out of range");
   translation& t = e.translations[static_cast<size_t>(dest)];
-  if (!t.used || !t.remote) [[unlikely]] {
-    return_locally(e, return_reason::bad_entry, op_of(kind_for(kind, false)), h, args, nargs, length, offset,
-                   endpoint_name{}, 0);
+  if (!deliverable(e, t, op_of(kind_for(kind, false)), h, args, nargs, length, offset)) [[unlikely]]
     return status::ok;
-  }
-  if (t.remote->view.header->state.load(std::memory_order_relaxed) != t.state ||
-      t.remote->gone.load(std::memory_order_relaxed)) [[unlikely]] {
-    return_locally(e, t.remote->gone.load(std::memory_order_relaxed) ? return_reason::unreachable
-                                                                     : return_reason::bad_endpoint,
-                   op_of(kind_for(kind, false)), h, args, nargs, length, offset, t.name, t.tag);
-    return status::ok;
-  }
   if (kind == message_kind::short_message && try_send_short(e, *t.remote, false, h, args, nargs, t.tag))
     return status::ok;
   return send_message(e, *t.remote, false, kind, h, args, nargs, data, length, offset, t.tag,
@@ -380,16 +389,8 @@ status endpoint::get_raw(int dest, handler_index h, const uint32_t* args, unsign
   if (h == 0 || !local.fn || local.accepts == role::request || local.payload == 0) [[unlikely]]
     return misuse("get: the handler that receives the data must be a reply handler taking a payload, set here");
   translation& t = e.translations[static_cast<size_t>(dest)];
-  if (!t.used || !t.remote) [[unlikely]] {
-    return_locally(e, return_reason::bad_entry, message_op::request_long, h, args, nargs, length, source_offset,
-                   endpoint_name{}, 0);
+  if (!deliverable(e, t, message_op::request_long, h, args, nargs, length, source_offset)) [[unlikely]]
     return status::ok;
-  }
-  if (t.remote->view.header->state.load(std::memory_order_relaxed) != t.state) [[unlikely]] {
-    return_locally(e, return_reason::bad_endpoint, message_op::request_long, h, args, nargs, length, source_offset,
-                   t.name, t.tag);
-    return status::ok;
-  }
   outgoing m{};
   m.kind = shm::packet_kind::get_request;
   m.flags = shm::flag_two_lines;
