@@ -12,6 +12,7 @@ add_executable(clumprun
   ${CMAKE_CURRENT_LIST_DIR}/clumprun.cpp
   ${CMAKE_CURRENT_LIST_DIR}/clumprun/binding.cpp
   ${CMAKE_CURRENT_LIST_DIR}/clumprun/launcher.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/clumprun/nodes.cpp
   ${CMAKE_CURRENT_LIST_DIR}/clumprun/output.cpp
   ${CMAKE_CURRENT_LIST_DIR}/clumprun/preflight.cpp
   ${CMAKE_CURRENT_LIST_DIR}/clumprun/rendezvous.cpp)

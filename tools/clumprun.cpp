@@ -1,11 +1,13 @@
 // clumprun: starts the P processes of one clump job on this machine.
 //
-//   clumprun -n P [--bind none|core] [--label] [--timeout SECONDS] [-v] prog [args...]
+//   clumprun -n P [-N NODES | --hosts H1,H2,... [--spawn TEMPLATE]] [--bind none|core] [--label]
+//            [--timeout SECONDS] [-v] prog [args...]
 //
 // Options stop at `prog`: everything after it belongs to the program. What
 // clumprun does, in order: checks the request against the machine (program
 // runnable, file descriptors, processes, shared memory) before starting
-// anything; plans core binding with hwloc; forks the ranks with their boot
+// anything; places the ranks on nodes (tools/clumprun/nodes.hpp); plans core
+// binding with hwloc; forks the ranks with their boot
 // sockets (tools/clumprun/launcher.cpp); serves the rendezvous and the
 // collectives (src/boot/wire.hpp describes the protocol); and ends the whole
 // job as soon as one rank fails, with that rank's exit code.
@@ -14,9 +16,10 @@
 
 #include <cerrno>
 #include <climits>
-#include <memory>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -27,6 +30,7 @@
 #include "boot/wire.hpp"
 #include "clumprun/binding.hpp"
 #include "clumprun/launcher.hpp"
+#include "clumprun/nodes.hpp"
 #include "clumprun/preflight.hpp"
 
 namespace {
@@ -38,7 +42,8 @@ constexpr int exit_refused = 1;
 class usage_formatter : public CLI::Formatter {
  public:
   std::string make_usage(const CLI::App*, std::string) const override {
-    return "Usage: clumprun -n P [--bind none|core] [--label] [--timeout SECONDS] [-v] PROG [ARGS...]\n";
+    return "Usage: clumprun -n P [-N NODES | --hosts H1,H2,... [--spawn TEMPLATE]] [--bind none|core] [--label]\n"
+           "                [--timeout SECONDS] [-v] PROG [ARGS...]\n";
   }
 };
 
@@ -79,20 +84,36 @@ int main(int argc, char** argv) {
       "Exit code: 0 when every rank exits 0; else the code of the first rank that failed (128+N when killed by "
       "signal N), the code given to AMX_SPMDExit, 124 on --timeout, 126/127 when PROG cannot be run, 2 for a bad "
       "command line, 1 when the job cannot start or a rank left the others waiting.\n"
-      "Rank 0 reads clumprun's standard input unless it is a terminal; the other ranks read /dev/null.");
+      "Rank 0 reads clumprun's standard input unless it is a terminal; the other ranks read /dev/null.\n"
+      "Nodes: rank r of P is on node r*NODES/P (groups of consecutive ranks); ranks of one node share memory, "
+      "ranks of different nodes use the network. Without --hosts clumprun sets CLUMP_NET_ADDRESS=127.0.0.1 "
+      "unless it is set. With --hosts, rank r runs as TEMPLATE PROG ARGS... with {host} replaced by its node's "
+      "host; the wrapper must keep the environment and inherited descriptors, so it must start the rank on this "
+      "machine (ip netns exec {host}, env HOST={host}); ssh is refused until the boot channel runs over TCP.");
   app.prefix_command();
   app.formatter(std::make_shared<usage_formatter>());
   std::string ranks_text, bind_text, timeout_text;
+  clumprun::node_request nodes;
   bool label = false;
   int verbose = 0;
   app.add_option("-n,--np", ranks_text, "number of processes (ranks) to start")->required()->type_name("P");
+  app.add_option("-N,--nodes", nodes.nodes,
+                 "split the ranks into NODES groups of consecutive ranks that act as separate machines (shared "
+                 "memory inside a group, the network between groups); 1 <= NODES <= P; default 1")
+      ->type_name("NODES");
+  app.add_option("--hosts", nodes.hosts, "one node per host: rank r runs on host r*HOSTS/P, started through --spawn")
+      ->type_name("H1,H2,...");
+  auto* spawn = app.add_option("--spawn", nodes.spawn,
+                               "how to start a rank on {host}: words put before PROG (no quoting); default "
+                               "\"ssh {host}\", which is refused for now; e.g. \"ip netns exec {host}\"")
+                    ->type_name("TEMPLATE");
   app.add_option("--bind", bind_text,
                  "core: rank r runs on core r % cores (all its hardware threads); none: no binding; default: core "
                  "when P <= cores, else none")
       ->type_name("none|core");
   app.add_flag("--label", label, "prefix every line of a rank's output with \"[rank] \"");
   app.add_option("--timeout", timeout_text, "end the job after SECONDS (exit code 124)")->type_name("SECONDS");
-  app.add_flag("-v,--verbose", verbose, "say what clumprun decides and sees (binding, pids, exits); -v -v: more");
+  app.add_flag("-v,--verbose", verbose, "say what clumprun decides and sees (binding, pids, nodes, exits); -v -v: more");
 
   try {
     app.parse(argc, argv);
@@ -121,11 +142,32 @@ int main(int argc, char** argv) {
       return usage_error(fmt::format("--timeout {}: give the limit in seconds, greater than 0", timeout_text));
   }
 
+  nodes.spawn_given = spawn->count() > 0;
+  bool bad_usage = true;
+  auto plan = clumprun::plan_nodes(o.nranks, nodes, why, bad_usage);
+  if (!plan) {
+    if (bad_usage) return usage_error(why);
+    clumprun::say(why);
+    return exit_refused;
+  }
+
+  // The wrappers that work start the rank on this machine, so PROG must be
+  // runnable here too: checked before anything starts, like the wrapper.
   int err = 0;
   auto program = clumprun::resolve_program(prog_argv[0], err, why);
   if (!program) {
     clumprun::say(fmt::format("cannot run '{}': {}", prog_argv[0], why));
     return err == ENOENT ? 127 : 126;
+  }
+  // What is executed: PROG itself, or the wrapper, which is given PROG as the
+  // user wrote it (it searches PATH itself).
+  std::optional<std::string> executed = program;
+  if (!plan->spawn.empty()) {
+    executed = clumprun::resolve_program(plan->spawn[0], err, why);
+    if (!executed) {
+      clumprun::say(fmt::format("--spawn: cannot run '{}': {}", plan->spawn[0], why));
+      return err == ENOENT ? 127 : 126;
+    }
   }
   if (auto refusal = clumprun::check_capacity(o.nranks, label)) {
     clumprun::say(*refusal);
@@ -138,10 +180,11 @@ int main(int argc, char** argv) {
   clumprun::binding_plan binding = clumprun::plan_binding(mode, o.nranks);
 
   o.argv = std::move(prog_argv);
-  o.program = *program;
+  o.program = *executed;
   o.label = label;
   o.verbose = verbose;
   o.timeout_seconds = timeout;
+  o.nodes = std::move(*plan);
   if (binding.bind) {
     o.cpu_sets = std::move(binding.cpu_sets);
     o.bind_descriptions = std::move(binding.descriptions);
@@ -160,7 +203,7 @@ int main(int argc, char** argv) {
     if (seen.insert(tag).second) o.tags.push_back(tag);
   }
   if (verbose)
-    clumprun::say(fmt::format("job {:016x}: {} rank(s) of {}; binding: {}", o.job_id, o.nranks, o.program,
-                              binding.why));
+    clumprun::say(fmt::format("job {:016x}: {} rank(s) on {} node(s) of {}; binding: {}", o.job_id, o.nranks,
+                              o.nodes.node_count, *program, binding.why));
   return clumprun::run_job(o);
 }

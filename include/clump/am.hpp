@@ -114,6 +114,28 @@ struct endpoint_stats {
   uint64_t send_waits;         ///< sends that found a queue full and had to poll
 };
 
+/// Counters of this process's network protocol. All zero when the process
+/// reaches every rank through shared memory (no network is opened then).
+struct network_stats {
+  uint64_t datagrams_sent, datagrams_received;  ///< including acks and retransmissions
+  uint64_t messages_sent, messages_delivered;   ///< active messages handed over / delivered exactly once
+  uint64_t retransmits;                         ///< datagrams sent again (timeout or a gap)
+  uint64_t duplicates;                          ///< datagrams that arrived again and were dropped
+  uint64_t out_of_order;                        ///< datagrams held until the gap before them was filled
+  uint64_t acks_sent;                           ///< explicit acknowledgements (most ride on data)
+  uint64_t stalls;                              ///< deliveries that waited for room in a full queue
+  /// Datagrams refused and dropped, never delivered: shorter than their
+  /// headers say, not clump's, another wire-format version, another job, a
+  /// rank outside the job, or a field out of range.
+  uint64_t refused_truncated, refused_foreign, refused_version, refused_other_job, refused_bad_rank,
+      refused_malformed;
+  uint64_t fault_dropped, fault_duplicated, fault_reordered, fault_delayed;  ///< CLUMP_NET_FAULT at work
+  uint64_t peers_unreachable;                   ///< peers declared unreachable
+};
+
+/// This process's network counters (takes the network's lock; not for hot loops).
+network_stats network_statistics() noexcept;
+
 namespace detail {
 struct endpoint_impl;
 struct bundle_impl;

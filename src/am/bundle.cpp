@@ -16,8 +16,9 @@ void detail::bundle_impl::set(std::vector<endpoint_impl*> eps) {
   lists.push_back(std::move(l));
 }
 
-bundle::bundle(bundle_mode mode) : impl_(new bundle_impl) {
+bundle::bundle(bundle_mode mode) : impl_(new bundle_impl(core::settings())) {
   am::process& proc = am::process::get();
+  impl_->proc = &proc;
   impl_->owner = this;
   impl_->mode = mode;
   impl_->poll_batch = core::settings().poll_batch;
@@ -50,6 +51,10 @@ unsigned bundle::poll_endpoints() noexcept {
   const bundle_impl::list* l = impl_->endpoints.load(std::memory_order_acquire);
   const unsigned batch = impl_->poll_batch;
   unsigned n = 0;
+  // The network first (what it delivers lands in the queues polled below),
+  // but only as often as the adaptive poller says.
+  if (impl_->proc->net() && impl_->net_poller.due()) [[unlikely]]
+    impl_->net_poller.found(impl_->proc->poll_network());
   for (endpoint_impl* e : l->eps) {
     // Look at the two heads here, inline: an empty poll is then a few loads.
     // (In parallel mode the head read without the consumer flag may be stale;
@@ -78,14 +83,20 @@ static bool any_pending(bundle_impl& b) noexcept {
 
 void bundle::sleep_until_message(std::chrono::nanoseconds timeout) noexcept {
   std::atomic<uint32_t>& w = *impl_->wake;
+  // Sleep on both protocols at once: while we sleep, the network's service
+  // thread watches the socket and delivers into our queues, which wakes us
+  // like any shared-memory sender.
+  net::network* net = impl_->proc->net();
+  if (net) net->arm();
   const uint32_t v = shm::prepare_sleep(w);
   // After announcing the sleep, look once more: a sender that claimed before
   // it could see our bit is visible here (handshake in shm/queue.hpp).
   if (any_pending(*impl_)) {
     shm::cancel_sleep(w);
-    return;
+  } else {
+    shm::sleep(w, v, static_cast<long>(timeout.count()));
   }
-  shm::sleep(w, v, static_cast<long>(timeout.count()));
+  if (net) net->disarm();
 }
 
 void bundle::set_event_mask(event_mask m) noexcept {

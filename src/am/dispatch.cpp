@@ -143,7 +143,9 @@ void run_returned(endpoint_impl& e, const returned_message& m) noexcept {
       // The requester's own segment must take the data too; if it no longer
       // does (it changed its segment since), the get goes back to the
       // requester's handler 0 rather than to ours.
-      if (am::remote_endpoint* from = e.proc->remote(p.source)) {
+      // (Over the network the requester checks on arrival of the reply instead.)
+      am::remote_endpoint* from = e.proc->remote(p.source);
+      if (from && !from->net) {
         uint64_t off = 0, len = 0;
         shm::read_segment(*from->view.header, off, len);
         if (tail->aux > len || length > len - tail->aux) [[unlikely]]

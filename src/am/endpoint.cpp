@@ -73,6 +73,7 @@ endpoint::~endpoint() {
     e.bundle->set(std::move(eps));
   }
   e.bundle->quiesce();
+  e.proc->set_slot_segment(e.slot, nullptr, 0);
   e.proc->region().give_endpoint_slot(e.slot);
   if (e.segment_owned) e.proc->region().deallocate(e.segment_offset, e.segment_length);
   delete impl_;
@@ -189,6 +190,7 @@ tag_t endpoint::translation_tag(int index) const {
 
 static void publish_segment(endpoint_impl& e) noexcept {
   shm::write_segment(*e.own.header, e.segment_offset, e.segment_length);
+  e.proc->set_slot_segment(e.slot, e.segment, e.segment_length);  // for long messages from the network
 }
 
 std::span<std::byte> endpoint::allocate_segment(size_t bytes) {

@@ -12,7 +12,9 @@
 
 #include <clump/am.hpp>
 
+#include "am/adaptive_poller.hpp"
 #include "am/process.hpp"
+#include "core/settings.hpp"
 #include "shm/queue_block.hpp"
 
 namespace clump::detail {
@@ -112,6 +114,10 @@ struct bundle_impl {
   bundle* owner = nullptr;
   bundle_mode mode = bundle_mode::sequential;
   unsigned poll_batch = 0;  // CLUMP_POLL_BATCH, cached
+  am::process* proc = nullptr;
+  am::adaptive_poller net_poller;  // used only when the process has a network
+  bundle_impl(const core::config& c) noexcept
+      : net_poller(static_cast<am::adaptive_poller::mode>(c.net_poll_mode), c.net_poll_min, c.net_poll_max) {}
   uint32_t wake_offset = 0;
   std::atomic<uint32_t>* wake = nullptr;
   std::atomic<int> mask{0};

@@ -1,11 +1,17 @@
 #include "am/process.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 
 #include <clump/am.hpp>
 
 #include "am/endpoint_impl.hpp"
+#include "am/net_bridge.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"
 
@@ -20,20 +26,124 @@ process::process() {
   region_ = std::make_unique<shm::region>(cfg.shm_queue_depth, cfg.shm_medium_ring, cfg.max_endpoints,
                                           cfg.shm_region_size);
   region_->set_rank(cfg.boot_fd >= 0 ? cfg.rank : 0);
-  job_ = boot::job::join(region_->fd());
+  // A launched job of several ranks may span nodes: open the socket first, so
+  // that its address travels with the rendezvous.
+  if (cfg.boot_fd >= 0 && cfg.size > 1) net_ = std::make_unique<net::network>(cfg, cfg.rank);
+  const std::vector<std::byte> address = net_ ? net_->address_blob() : std::vector<std::byte>{};
+  job_ = boot::job::join(region_->fd(), address);
   rank_ = job_->rank();
   size_ = job_->size();
   job_id_ = job_->id();
   region_->set_rank(rank_);
+
+  // Routing: shared memory with the ranks of our node, the network with the
+  // others (with every other rank under CLUMP_PROTOCOL=net).
+  net_rank_.assign(static_cast<size_t>(size_), 0);
+  bool any_net = false;
+  for (int r = 0; r < size_; ++r)
+    if (r != rank_ && (cfg.force_net || job_->node(r) != job_->node(rank_))) net_rank_[static_cast<size_t>(r)] = 1, any_net = true;
   std::vector<int> fds = job_->take_region_fds();
-  for (size_t r = 0; r < fds.size(); ++r) peers_.attach(static_cast<int>(r), fds[r], region_.get());
-  if (peers_.count() < static_cast<size_t>(size_)) {
+  for (size_t r = 0; r < fds.size(); ++r) {
+    if (net_rank_[r]) {
+      ::close(fds[r]);  // another node: never mapped
+      continue;
+    }
+    peers_.attach(static_cast<int>(r), fds[r], region_.get());
+  }
+  if (peers_.count() <= static_cast<size_t>(rank_) || !peers_.base(rank_)) {
     // A job of one or a launcher that passed no descriptors: map our own.
     peers_.attach(rank_, -1, region_.get());
   }
   remotes_ = std::make_unique<std::atomic<remote_endpoint*>[]>(static_cast<size_t>(size_) * max_slots_);
   for (size_t i = 0; i < static_cast<size_t>(size_) * max_slots_; ++i)
     remotes_[i].store(nullptr, std::memory_order_relaxed);
+  slot_segments_.resize(cfg.max_endpoints);
+
+  if (!any_net) {
+    net_.reset();  // every rank shares this node
+    return;
+  }
+  std::vector<std::vector<std::byte>> addresses(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r)
+    if (net_rank_[static_cast<size_t>(r)]) {
+      auto a = job_->net_address(r);
+      addresses[static_cast<size_t>(r)].assign(a.begin(), a.end());
+    }
+  sink_ = std::make_unique<net_sink>(*this);
+  net_->start(job_id_, rank_, addresses, *sink_);
+  // At a normal exit, give the network a moment to deliver what is in flight
+  // and to acknowledge what arrived, so that peers see no false failures.
+  std::atexit([] {
+    process* p = existing();
+    if (!p || !p->net_) return;
+    p->net_->linger(std::chrono::milliseconds(500));
+    if (core::settings().verbose >= 1) {
+      const net::statistics s = p->net_->stats();
+      uint64_t refused = 0;
+      for (uint64_t r : s.refused) refused += r;
+      core::log_info("network: %llu messages sent, %llu delivered; datagrams %llu out, %llu in; %llu retransmitted, "
+                     "%llu duplicates, %llu out of order, %llu acks, %llu stalls, %llu refused; faults: %llu dropped, "
+                     "%llu duplicated, %llu reordered, %llu delayed",
+                     (unsigned long long)s.messages_sent, (unsigned long long)s.messages_delivered,
+                     (unsigned long long)s.datagrams_sent, (unsigned long long)s.datagrams_received,
+                     (unsigned long long)s.retransmits, (unsigned long long)s.duplicates,
+                     (unsigned long long)s.out_of_order, (unsigned long long)s.acks_sent,
+                     (unsigned long long)s.stalls, (unsigned long long)refused, (unsigned long long)s.fault_dropped,
+                     (unsigned long long)s.fault_duplicated, (unsigned long long)s.fault_reordered,
+                     (unsigned long long)s.fault_delayed);
+    }
+  });
+}
+
+unsigned process::poll_network() noexcept {
+  if (!net_) return 0;
+  const unsigned n = net_->poll();
+  // Relaxed: a hint; the list is read under its mutex.
+  if (has_net_returns_.load(std::memory_order_relaxed)) {
+    std::lock_guard lock(net_returns_mutex_);
+    auto keep = std::remove_if(net_returns_.begin(), net_returns_.end(), [&](net_return& r) {
+      uint32_t done = 0;
+      return net_->send(r.peer, r.m, r.args, nullptr, done) != status::in_use;
+    });
+    net_returns_.erase(keep, net_returns_.end());
+    has_net_returns_.store(!net_returns_.empty(), std::memory_order_relaxed);
+  }
+  return n;
+}
+
+void process::defer_net_return(int peer, const net::message_header& m, const uint32_t* args, uint8_t reason) noexcept {
+  net_return r{};
+  r.peer = peer;
+  r.m.kind = static_cast<uint8_t>(net::msg_kind::returned);
+  r.m.handler = m.handler;
+  r.m.nargs = m.nargs;
+  r.m.src_slot = m.dst_slot;
+  r.m.dst_slot = m.src_slot;
+  r.m.dst_state = m.src_state;
+  r.m.tag = m.tag;
+  r.m.length = m.length;
+  const auto kind = static_cast<net::msg_kind>(m.kind);
+  r.m.offset = net::is_long(kind) || kind == net::msg_kind::get_request ? m.offset : 0;
+  r.m.aux = reason | (static_cast<uint64_t>(detail::op_of(static_cast<shm::packet_kind>(m.kind))) << 8);
+  std::memcpy(r.args, args, 4u * std::min<unsigned>(m.nargs, net::max_args));
+  std::lock_guard lock(net_returns_mutex_);
+  net_returns_.push_back(r);
+  has_net_returns_.store(true, std::memory_order_relaxed);
+}
+
+void process::set_slot_segment(uint32_t slot, std::byte* base, size_t length) noexcept {
+  std::lock_guard lock(segments_mutex_);
+  if (slot < slot_segments_.size()) slot_segments_[slot] = {base, length};
+}
+
+bool process::write_segment(uint32_t slot, uint64_t offset, size_t whole, size_t at, const std::byte* data,
+                            size_t n) noexcept {
+  std::lock_guard lock(segments_mutex_);  // held over the copy: the endpoint cannot drop its segment meanwhile
+  if (slot >= slot_segments_.size()) return false;
+  const slot_segment& s = slot_segments_[slot];
+  if (!s.base || offset > s.length || whole > s.length - offset || at > whole || n > whole - at) return false;
+  std::memcpy(s.base + offset + at, data, n);
+  return true;
 }
 
 process& process::get() {
@@ -49,6 +159,20 @@ process& process::get() {
 process* process::existing() noexcept { return instance.load(std::memory_order_acquire); }
 
 remote_endpoint* process::make_remote(int rank, uint32_t slot) noexcept {
+  if (over_net(rank)) {
+    // Over the network: no view; the owner checks slot and state on arrival.
+    std::lock_guard lock(mutex_);
+    auto& cell = remotes_[static_cast<size_t>(rank) * max_slots_ + slot];
+    if (remote_endpoint* e = cell.load(std::memory_order_relaxed)) return e;
+    auto e = std::make_unique<remote_endpoint>();
+    e->net = true;
+    e->rank = rank;
+    e->slot = slot;
+    remote_endpoint* raw = e.get();
+    remote_storage_.push_back(std::move(e));
+    cell.store(raw, std::memory_order_release);  // release: pairs with remote()'s acquire
+    return raw;
+  }
   std::byte* base = peers_.base(rank);
   if (!base) return nullptr;
   auto* h = reinterpret_cast<const shm::region_header*>(base);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "boot/job.hpp"
+#include "net/network.hpp"
 #include "shm/queue_block.hpp"
 #include "shm/region.hpp"
 
@@ -19,16 +20,24 @@ class bundle;
 
 namespace clump::am {
 
-/// A remote (or local) endpoint as a sender sees it.
+/// A remote (or local) endpoint as a sender sees it: through shared memory
+/// (its queue block, mapped here) or, on another node, through the network.
 struct remote_endpoint {
-  shm::queue_block_view view;
+  shm::queue_block_view view;     // shared memory only
   shm::head_cache request_cache;  // this process's copy of the request queue head
   shm::head_cache reply_cache;
-  std::byte* region_base = nullptr;  // the owner's region, mapped here
+  std::byte* region_base = nullptr;  // the owner's region, mapped here (shared memory only)
   std::atomic<bool> gone{false};     // its process was found dead: fail sends at once
+  bool net = false;                  // reached through the network protocol
+  // Network only: what the endpoint told us about itself in its last message
+  // (a reply goes out with the requester's tag, naming its state).
+  std::atomic<uint64_t> peer_tag{0};
+  std::atomic<uint32_t> peer_state{0};
   int rank = 0;
   uint32_t slot = 0;
 };
+
+class net_sink;
 
 inline constexpr uint32_t source_id(int rank, uint32_t slot) noexcept {
   return (static_cast<uint32_t>(rank) << 8) | slot;
@@ -62,6 +71,23 @@ class process {
     return e ? e : make_remote(r, s);
   }
 
+  /// The network protocol, or nullptr when every rank is reached through shared memory.
+  net::network* net() noexcept { return net_.get(); }
+  /// True when `rank` is reached through the network.
+  bool over_net(int rank) const noexcept { return net_ && rank != rank_ && net_rank_[static_cast<size_t>(rank)]; }
+  /// Polls the network (receive, ack, retransmit, deliver into our queues) and
+  /// sends the returns it left for us. Returns the messages delivered.
+  unsigned poll_network() noexcept;
+  /// Where a long message from the network lands: the segment of each local
+  /// endpoint slot, kept here because the network may deliver from any thread.
+  void set_slot_segment(uint32_t slot, std::byte* base, size_t length) noexcept;
+  /// Copies into slot's segment at [offset, offset + n) when [offset, offset +
+  /// whole) lies inside it; false otherwise.
+  bool write_segment(uint32_t slot, uint64_t offset, size_t whole, size_t at, const std::byte* data, size_t n) noexcept;
+  /// A message from the network to return to its sender, over the network
+  /// (sent after the poll that found it).
+  void defer_net_return(int peer, const net::message_header& m, const uint32_t* args, uint8_t reason) noexcept;
+
   /// The progress function for a boot collective called by the thread that
   /// owns bundle `b`: polls `b` (only: other bundles may belong to other
   /// threads) and, when idle, sleeps briefly on its wake word.
@@ -81,6 +107,25 @@ class process {
   std::unique_ptr<std::atomic<remote_endpoint*>[]> remotes_;
   std::vector<std::unique_ptr<remote_endpoint>> remote_storage_;
   std::mutex mutex_;  // guards remote_storage_ (setup path)
+
+  // The network protocol (null when all ranks share this node).
+  std::unique_ptr<net::network> net_;
+  std::unique_ptr<net_sink> sink_;
+  std::vector<char> net_rank_;  // by rank: reached over the network
+  struct slot_segment {
+    std::byte* base = nullptr;
+    size_t length = 0;
+  };
+  std::mutex segments_mutex_;  // guards slot_segments_: written by endpoints, read by any network poller
+  std::vector<slot_segment> slot_segments_;
+  struct net_return {
+    int peer;
+    net::message_header m;
+    uint32_t args[net::max_args];
+  };
+  std::mutex net_returns_mutex_;
+  std::vector<net_return> net_returns_;
+  std::atomic<bool> has_net_returns_{false};
 };
 
 }  // namespace clump::am

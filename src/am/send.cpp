@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "am/net_bridge.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"
 #include "shm/queue.hpp"
@@ -44,6 +45,8 @@ struct outgoing {
   return status::bad_arg;
 }
 
+}  // namespace
+
 [[gnu::cold]] void wait_for_room(endpoint_impl& from, when_full policy, unsigned round) noexcept {
   if (round == 0) from.send_waits.add(1, from.parallel);
   if (policy == when_full::poll_replies) {
@@ -62,6 +65,8 @@ struct outgoing {
   if (round > 64) sched_yield();  // the receiver may need this core
 }
 
+namespace {
+
 [[gnu::cold]] bool owner_alive(am::remote_endpoint& to) noexcept {
   const auto* h = reinterpret_cast<const shm::region_header*>(to.region_base);
   if (::kill(h->pid, 0) == 0 || errno != ESRCH) return true;
@@ -72,33 +77,22 @@ struct outgoing {
   return false;
 }
 
-/// Claims room, fills the packet and publishes it.
-status enqueue(endpoint_impl& from, am::remote_endpoint& to, bool reply, const outgoing& m, when_full policy,
-               uint32_t expect_state) noexcept {
+/// Claims room, fills the packet and publishes it, as endpoint `source`;
+/// false (and nothing written) when the queue has no room.
+bool try_enqueue(am::remote_endpoint& to, bool reply, const outgoing& m, uint32_t source) noexcept {
   const shm::queue_ref& q = reply ? to.view.reply : to.view.request;
   shm::head_cache& cache = reply ? to.reply_cache : to.request_cache;
   uint8_t flags = m.flags;
   if (m.nargs > shm::args_in_first_line) flags |= shm::flag_two_lines;
   const uint32_t lines = (flags & shm::flag_two_lines) ? 2 : 1;
   shm::claim c;
-  for (unsigned round = 0; !shm::try_claim(q, cache, lines, m.ring_bytes, c); ++round) {
-    if (policy == when_full::give_up) return status::in_use;
-    // A request whose destination went away while we wait would wait forever.
-    if (expect_state && to.view.header->state.load(std::memory_order_relaxed) != expect_state)
-      return status::not_sent;
-    // So would any message to a process that has exited (checked every 1024
-    // rounds: a system call, on a path that is already waiting; once found
-    // dead, at once).
-    if (to.gone.load(std::memory_order_relaxed) || ((round & 1023) == 1023 && !owner_alive(to))) [[unlikely]]
-      return status::resource;
-    wait_for_room(from, policy, round);
-  }
+  if (!shm::try_claim(q, cache, lines, m.ring_bytes, c)) return false;
   shm::packet& p = shm::line_at(q, c.line);
   p.kind = m.kind;
   p.handler = m.handler;
   p.nargs = static_cast<uint8_t>(m.nargs);
   p.flags = flags;
-  p.source = from.id;
+  p.source = source;
   p.length = m.length;
   p.tag = m.tag;
   p.offset = (flags & shm::flag_ring) ? c.ring_used : m.offset;
@@ -118,6 +112,24 @@ status enqueue(endpoint_impl& from, am::remote_endpoint& to, bool reply, const o
   shm::publish(q, c);
   if (c.wake) [[unlikely]]
     shm::wake(shm::wake_word(q));
+  return true;
+}
+
+/// Sends one packet, waiting for room as `policy` says.
+status enqueue(endpoint_impl& from, am::remote_endpoint& to, bool reply, const outgoing& m, when_full policy,
+               uint32_t expect_state) noexcept {
+  for (unsigned round = 0; !try_enqueue(to, reply, m, from.id); ++round) {
+    if (policy == when_full::give_up) return status::in_use;
+    // A request whose destination went away while we wait would wait forever.
+    if (expect_state && to.view.header->state.load(std::memory_order_relaxed) != expect_state)
+      return status::not_sent;
+    // So would any message to a process that has exited (checked every 1024
+    // rounds: a system call, on a path that is already waiting; once found
+    // dead, at once).
+    if (to.gone.load(std::memory_order_relaxed) || ((round & 1023) == 1023 && !owner_alive(to))) [[unlikely]]
+      return status::resource;
+    wait_for_room(from, policy, round);
+  }
   return status::ok;
 }
 
@@ -156,8 +168,12 @@ message_op op_of(packet_kind k) noexcept {
 
 endpoint_name name_of(const endpoint_impl& here, uint32_t id) noexcept {
   endpoint_name n{here.proc->job_id(), static_cast<uint32_t>(am::source_rank(id)), am::source_slot(id)};
-  if (am::remote_endpoint* r = here.proc->remote(id))
-    n.id |= (r->view.header->state.load(std::memory_order_relaxed) >> 1) << 8;
+  if (am::remote_endpoint* r = here.proc->remote(id)) {
+    // Relaxed: a name for handler 0 or a token, as it is now.
+    const uint32_t state = r->net ? r->peer_state.load(std::memory_order_relaxed)
+                                  : r->view.header->state.load(std::memory_order_relaxed);
+    n.id |= (state >> 1) << 8;
+  }
   return n;
 }
 
@@ -178,7 +194,14 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
   m.tag = tag;
   m.length = static_cast<uint32_t>(length);
   status s = status::ok;
-  switch (kind) {
+  if (to.net) {
+    // The network: the destination checks the segment and its own limits on arrival.
+    if (kind == message_kind::medium && length > from.max_medium) [[unlikely]]
+      return misuse("medium payload longer than max_medium() (CLUMP_MAX_MEDIUM); send it as a long message");
+    if (kind == message_kind::long_message && length > max_long) [[unlikely]]
+      return misuse("long payload longer than max_long (4 GiB - 1)");
+    s = send_net(from, to, m.kind, h, args, nargs, data, length, offset, 0, tag, policy, expect);
+  } else switch (kind) {
     case message_kind::short_message:
       s = enqueue(from, to, reply, m, policy, expect);
       break;
@@ -274,9 +297,39 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
   return status::ok;
 }
 
+bool inject(am::remote_endpoint& to, bool reply, uint32_t source, packet_kind kind, handler_index h,
+            const uint32_t* args, unsigned nargs, uint32_t length, uint64_t offset, tag_t tag, uint64_t aux,
+            const void* ring_data, size_t ring_bytes) noexcept {
+  outgoing m{};
+  m.kind = kind;
+  m.handler = h;
+  m.args = args;
+  m.nargs = nargs;
+  m.length = length;
+  m.offset = offset;
+  m.tag = tag;
+  m.aux = aux;
+  if (kind == packet_kind::get_request || kind == packet_kind::returned) m.flags = shm::flag_two_lines;
+  if (ring_bytes || kind == packet_kind::medium_request || kind == packet_kind::medium_reply) {
+    m.flags |= shm::flag_ring;
+    m.ring_data = ring_data;
+    m.ring_bytes = ring_bytes;
+  }
+  return try_enqueue(to, reply, m, source);
+}
+
 bool try_send_return(endpoint_impl& from, uint32_t to_id, const pending_return& r) noexcept {
   am::remote_endpoint* to = from.proc->remote(to_id);
   if (!to) return true;  // nowhere to send it; dropped (logged by the caller)
+  const uint64_t aux = static_cast<uint64_t>(r.reason) | (static_cast<uint64_t>(r.op) << 8);
+  if (to->net) {
+    const status s = send_net(from, *to, packet_kind::returned, r.handler, r.args, r.nargs, nullptr, r.length, r.offset,
+                              aux, r.tag, when_full::give_up, to->peer_state.load(std::memory_order_relaxed));
+    if (s == status::resource)
+      core::log_warning("a message returned to rank %d (%s) was dropped: its process is unreachable", to->rank,
+                        to_string(r.reason));
+    return s != status::in_use;
+  }
   // Relaxed: see queue_block.hpp. A sender that is gone gets nothing back.
   if ((to->view.header->state.load(std::memory_order_relaxed) & 1u) == 0 ||
       to->gone.load(std::memory_order_relaxed)) [[unlikely]] {
@@ -293,7 +346,7 @@ bool try_send_return(endpoint_impl& from, uint32_t to_id, const pending_return& 
   m.length = static_cast<uint32_t>(r.length);
   m.offset = r.offset;
   m.tag = r.tag;  // the tag the message was sent with (returned packets are not tag-checked)
-  m.aux = static_cast<uint64_t>(r.reason) | (static_cast<uint64_t>(r.op) << 8);
+  m.aux = aux;
   return enqueue(from, *to, true, m, when_full::give_up, 0) == status::ok;
 }
 
@@ -310,7 +363,7 @@ void send_return(endpoint_impl& from, uint32_t to, const pending_return& r) noex
 /// and takes send_message, which checks, waits and handles errors.
 static inline bool try_send_short(endpoint_impl& from, am::remote_endpoint& to, bool reply, handler_index h,
                                   const uint32_t* args, unsigned nargs, tag_t tag) noexcept {
-  if (nargs > shm::args_in_first_line) return false;
+  if (nargs > shm::args_in_first_line || to.net) return false;
   const shm::queue_ref& q = reply ? to.view.reply : to.view.request;
   shm::claim c;
   if (!shm::try_claim(q, reply ? to.reply_cache : to.request_cache, 1, 0, c)) return false;
@@ -342,7 +395,8 @@ static bool deliverable(endpoint_impl& e, const translation& t, message_op op, h
   }
   // Relaxed: see queue_block.hpp and remote_endpoint::gone.
   const bool gone = t.remote->gone.load(std::memory_order_relaxed);
-  if (gone || t.remote->view.header->state.load(std::memory_order_relaxed) != t.state) [[unlikely]] {
+  // Over the network the destination checks its state itself, on arrival.
+  if (gone || (!t.remote->net && t.remote->view.header->state.load(std::memory_order_relaxed) != t.state)) [[unlikely]] {
     return_locally(e, gone ? return_reason::unreachable : return_reason::bad_endpoint, op, h, args, nargs, length,
                    offset, t.name, t.tag);
     return false;
@@ -401,7 +455,9 @@ status endpoint::get_raw(int dest, handler_index h, const uint32_t* args, unsign
   m.offset = source_offset;
   m.aux = offset;
   m.tag = t.tag;
-  status s = enqueue(e, *t.remote, false, m, when_full::poll_bundle, t.state);
+  status s = t.remote->net ? send_net(e, *t.remote, m.kind, h, args, nargs, nullptr, length, source_offset, offset,
+                                      t.tag, when_full::poll_bundle, t.state)
+                           : enqueue(e, *t.remote, false, m, when_full::poll_bundle, t.state);
   if (s == status::not_sent || s == status::resource) {
     return_locally(e, s == status::not_sent ? return_reason::bad_endpoint : return_reason::unreachable,
                    message_op::request_long, h, args, nargs, length, source_offset, t.name, t.tag);
@@ -422,8 +478,10 @@ status token_base::reply_raw(message_kind kind, handler_index h, const uint32_t*
     return misuse("reply: the requester is not known in this job");
   // Relaxed: the requester's tag and state, read from its queue block (see
   // queue_block.hpp). A requester freed since its request gets no reply.
-  const tag_t tag = to->view.header->tag.load(std::memory_order_relaxed);
-  const uint32_t state = to->view.header->state.load(std::memory_order_relaxed);
+  const tag_t tag = to->net ? to->peer_tag.load(std::memory_order_relaxed)
+                            : to->view.header->tag.load(std::memory_order_relaxed);
+  const uint32_t state = to->net ? to->peer_state.load(std::memory_order_relaxed)
+                                 : to->view.header->state.load(std::memory_order_relaxed);
   if ((state & 1u) == 0) [[unlikely]] {
     core::log_warning("a reply to rank %d was dropped: the requesting endpoint was freed", to->rank);
     return status::not_sent;

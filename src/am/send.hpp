@@ -39,4 +39,14 @@ endpoint_name name_of(const endpoint_impl& here, uint32_t id) noexcept;
 
 message_op op_of(shm::packet_kind k) noexcept;
 
+/// Waits one round for room in a full queue or window, as `policy` says (polls).
+void wait_for_room(endpoint_impl& from, when_full policy, unsigned round) noexcept;
+
+/// Puts one packet into `to`'s request (or reply) queue as if endpoint
+/// `source` had sent it, when there is room; never waits. The network
+/// protocol's deliveries come in this way, so one dispatch serves both.
+bool inject(am::remote_endpoint& to, bool reply, uint32_t source, shm::packet_kind kind, handler_index h,
+            const uint32_t* args, unsigned nargs, uint32_t length, uint64_t offset, tag_t tag, uint64_t aux,
+            const void* ring_data, size_t ring_bytes) noexcept;
+
 }  // namespace clump::detail

@@ -24,7 +24,8 @@ namespace {
 // nobody to wait for, so they never call progress.
 class singleton_job final : public job {
  public:
-  singleton_job(uint64_t id, uint64_t tag, int region_fd) : id_(id), tag_(tag), region_fd_(region_fd) {}
+  singleton_job(uint64_t id, uint64_t tag, int region_fd, std::span<const std::byte> net_address)
+      : id_(id), tag_(tag), region_fd_(region_fd), net_address_(net_address.begin(), net_address.end()) {}
   ~singleton_job() override {
     if (region_fd_ >= 0) ::close(region_fd_);
   }
@@ -40,6 +41,15 @@ class singleton_job final : public job {
   pid_t pid(int r) const override {
     check(r, "pid");
     return ::getpid();
+  }
+  int node(int r) const override {
+    check(r, "node");
+    return 0;
+  }
+  int node_count() const override { return 1; }
+  std::span<const std::byte> net_address(int r) const override {
+    check(r, "net_address");
+    return net_address_;
   }
 
   std::vector<int> take_region_fds() override {
@@ -79,13 +89,19 @@ class singleton_job final : public job {
   uint64_t id_;
   uint64_t tag_;
   int region_fd_;  // our duplicate of the caller's region
+  std::vector<std::byte> net_address_;
 };
 
 }  // namespace
 
-std::unique_ptr<job> job::join(int region_fd) {
+std::unique_ptr<job> job::join(int region_fd, std::span<const std::byte> net_address) {
+  static_assert(max_net_address == wire::max_net_address);
+  if (net_address.size() > max_net_address)
+    throw error(status::bad_arg, "joining the job",
+                "a network address of " + std::to_string(net_address.size()) + " bytes is longer than the " +
+                    std::to_string(max_net_address) + " bytes the boot protocol carries");
   const core::config& s = core::settings();
-  if (s.boot_fd >= 0) return join_clumprun(s.boot_fd, s.rank, s.size, s.job_id, region_fd);
+  if (s.boot_fd >= 0) return join_clumprun(s.boot_fd, s.rank, s.size, s.job_id, region_fd, net_address);
 
   if (s.size != 1)
     core::log_warning("CLUMP_SIZE=%d but CLUMP_BOOT_FD is not set: running as a job of one (start jobs with "
@@ -99,7 +115,7 @@ std::unique_ptr<job> job::join(int region_fd) {
     throw error(status::bad_arg, "joining the job",
                 "cannot duplicate region descriptor " + std::to_string(region_fd) + ": " + std::strerror(errno));
   core::set_log_rank(0);
-  return std::make_unique<singleton_job>(id, tag, dup);
+  return std::make_unique<singleton_job>(id, tag, dup, net_address);
 }
 
 }  // namespace clump::boot

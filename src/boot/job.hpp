@@ -9,6 +9,11 @@
 // name in /dev/shm and vanish when the last process holding them exits.
 // Started without clumprun, a process is a job of one.
 //
+// A job spans one or more nodes (machines, or groups of ranks that clumprun
+// -N treats as machines). Every rank also hands join() its network address,
+// an opaque blob that boot only carries, so that after joining every rank
+// knows which node each rank is on and how to reach it over the network.
+//
 // The collectives here go through the launcher's socket: they are for startup
 // and for the AMX SPMD calls, not for the data path. While they wait they call
 // `progress` so that active messages keep flowing (a rank blocked in a barrier
@@ -21,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,11 +42,19 @@ class job {
  public:
   virtual ~job() = default;
 
+  /// Longest network address join() takes.
+  static constexpr size_t max_net_address = 64;
+
   /// Joins the job this process was started in: through clumprun when
   /// CLUMP_BOOT_FD is set, else as a job of one. `region_fd` is this process's
-  /// shared region; join() does not take ownership of it. Throws clump::error
-  /// with a clear message when the launcher cannot be reached or refuses.
-  static std::unique_ptr<job> join(int region_fd);
+  /// shared region; join() does not take ownership of it. `net_address` is
+  /// this rank's address for the network protocol, at most max_net_address
+  /// bytes (may be empty); it is copied, never interpreted, and every rank
+  /// gets it back through net_address(). Blocks until every rank has joined.
+  /// Throws clump::error: bad_arg for a longer address or a closed region
+  /// descriptor; not_init, with what to do, when the launcher cannot be
+  /// reached, speaks another protocol version, or refuses.
+  static std::unique_ptr<job> join(int region_fd, std::span<const std::byte> net_address);
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
@@ -55,6 +69,15 @@ class job {
   virtual std::vector<int> take_region_fds() = 0;
   /// Process id of every rank (for diagnostics).
   virtual pid_t pid(int rank) const = 0;
+  /// The node `rank` runs on: 0 .. node_count() - 1, every index used by at
+  /// least one rank (a job of one: 0). Ranks on one node can share memory.
+  /// node() and net_address() throw clump::error (bad_arg) for a rank
+  /// outside the job.
+  virtual int node(int rank) const = 0;
+  virtual int node_count() const = 0;
+  /// The network address `rank` passed to join(), byte for byte (possibly
+  /// empty). Valid as long as the job.
+  virtual std::span<const std::byte> net_address(int rank) const = 0;
 
   virtual void barrier(const progress_fn& progress) = 0;
   /// dst receives size() * len bytes, rank order.

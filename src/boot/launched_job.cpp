@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -67,10 +68,17 @@ class launched_job final : public job {
     ::close(sock_);
   }
 
-  void connect(const std::string& job_id_hex, int region_fd) {
+  void connect(const std::string& job_id_hex, int region_fd, std::span<const std::byte> net_address) {
     // Before anything can arrive: descriptors the kernel cannot install are lost.
     ensure_fd_limit(size_);
-    wire::hello_body hello{wire::protocol_version, rank_, static_cast<int32_t>(::getpid()), 0};
+    struct {
+      wire::hello_body body;
+      wire::net_address_slot address;
+    } hello{{wire::protocol_version, rank_, static_cast<int32_t>(::getpid()), 0}, {}};
+    static_assert(sizeof hello == wire::hello_length);
+    if (!wire::to_slot(net_address, hello.address))
+      throw error(status::bad_arg, joining, "network address longer than " + std::to_string(wire::max_net_address) +
+                                                " bytes");
     out_.push_body(wire::msg::hello, hello, {}, std::span<const int>(&region_fd, 1));
     send(nullptr, joining, true);
 
@@ -87,8 +95,11 @@ class launched_job final : public job {
            "clumprun says the job has " + std::to_string(jb.size) + " ranks but CLUMP_SIZE is " +
                std::to_string(size_));
     size_t n = static_cast<size_t>(size_);
-    if (f.payload.size() != sizeof jb + n * (sizeof(uint64_t) + sizeof(int32_t)))
-      fail(true, joining, "job message of the wrong length from clumprun");
+    if (f.payload.size() != wire::job_length(n))
+      fail(true, joining,
+           "job message of " + std::to_string(f.payload.size()) + " bytes from clumprun, expected " +
+               std::to_string(wire::job_length(n)) + " for " + std::to_string(size_) +
+               " ranks (clumprun and this program from different builds of the same version?)");
     id_ = jb.job_id;
     if (!job_id_hex.empty()) {
       char* end = nullptr;
@@ -97,13 +108,25 @@ class launched_job final : public job {
         fail(true, joining,
              "CLUMP_JOB_ID=" + job_id_hex + " does not match the job clumprun runs on this socket");
     }
+    const std::byte* at = f.payload.data() + sizeof jb;
     tags_.resize(n);
-    std::memcpy(tags_.data(), f.payload.data() + sizeof jb, n * sizeof(uint64_t));
-    std::vector<int32_t> pids(n);
-    std::memcpy(pids.data(), f.payload.data() + sizeof jb + n * sizeof(uint64_t), n * sizeof(int32_t));
-    pids_.assign(pids.begin(), pids.end());
+    std::memcpy(tags_.data(), at, n * sizeof(uint64_t));
+    at += n * sizeof(uint64_t);
+    std::vector<int32_t> words(n);
+    std::memcpy(words.data(), at, n * sizeof(int32_t));
+    at += n * sizeof(int32_t);
+    pids_.assign(words.begin(), words.end());
+    std::memcpy(words.data(), at, n * sizeof(int32_t));
+    at += n * sizeof(int32_t);
+    nodes_.assign(words.begin(), words.end());
+    addresses_.resize(n);
+    std::memcpy(addresses_.data(), at, n * sizeof(wire::net_address_slot));
     for (uint64_t t : tags_)
       if (t <= 1) fail(true, joining, "clumprun handed out an invalid tag (0 or 1)");
+    check_nodes();
+    for (size_t r = 0; r < n; ++r)
+      if (!wire::valid_slot(addresses_[r]))
+        fail(true, joining, "clumprun sent a malformed network address for rank " + std::to_string(r));
 
     region_fds_.reserve(n);
     while (region_fds_.size() < n) {
@@ -125,6 +148,12 @@ class launched_job final : public job {
   bool launched() const override { return true; }
   uint64_t tag(int r) const override { return tags_.at(static_cast<size_t>(check_rank(r, "tag"))); }
   pid_t pid(int r) const override { return pids_.at(static_cast<size_t>(check_rank(r, "pid"))); }
+  int node(int r) const override { return nodes_.at(static_cast<size_t>(check_rank(r, "node"))); }
+  int node_count() const override { return node_count_; }
+  std::span<const std::byte> net_address(int r) const override {
+    const wire::net_address_slot& a = addresses_.at(static_cast<size_t>(check_rank(r, "net_address")));
+    return {a.bytes, a.length};
+  }
 
   std::vector<int> take_region_fds() override { return std::exchange(region_fds_, {}); }
 
@@ -182,6 +211,24 @@ class launched_job final : public job {
   }
 
  private:
+  // Node indices must be dense, 0 .. node_count-1 each naming some rank: the
+  // am layer sizes its per-node tables by node_count.
+  void check_nodes() {
+    std::vector<bool> used(nodes_.size(), false);
+    node_count_ = 0;
+    for (size_t r = 0; r < nodes_.size(); ++r) {
+      int k = nodes_[r];
+      if (k < 0 || k >= size_)
+        fail(true, joining, "clumprun put rank " + std::to_string(r) + " on node " + std::to_string(k) +
+                                ", outside 0.." + std::to_string(size_ - 1));
+      used[static_cast<size_t>(k)] = true;
+      node_count_ = std::max(node_count_, k + 1);
+    }
+    for (int k = 0; k < node_count_; ++k)
+      if (!used[static_cast<size_t>(k)])
+        fail(true, joining, "clumprun's node map skips node " + std::to_string(k) + " (indices must be dense)");
+  }
+
   int check_rank(int r, const char* what) const {
     if (r < 0 || r >= size_)
       throw error(status::bad_arg, what, "rank " + std::to_string(r) + " is not in this job of " + std::to_string(size_));
@@ -298,6 +345,9 @@ class launched_job final : public job {
   uint64_t seq_ = 0;
   std::vector<uint64_t> tags_;
   std::vector<pid_t> pids_;
+  std::vector<int> nodes_;
+  int node_count_ = 1;
+  std::vector<wire::net_address_slot> addresses_;
   std::vector<int> region_fds_;
   frame_reader in_;
   frame_writer out_;
@@ -305,7 +355,8 @@ class launched_job final : public job {
 
 }  // namespace
 
-std::unique_ptr<job> join_clumprun(int boot_fd, int rank, int size, const std::string& job_id_hex, int region_fd) {
+std::unique_ptr<job> join_clumprun(int boot_fd, int rank, int size, const std::string& job_id_hex, int region_fd,
+                                   std::span<const std::byte> net_address) {
   const std::string fd_text = "CLUMP_BOOT_FD=" + std::to_string(boot_fd);
   struct stat st{};
   if (::fstat(boot_fd, &st) != 0 || !S_ISSOCK(st.st_mode))
@@ -322,7 +373,7 @@ std::unique_ptr<job> join_clumprun(int boot_fd, int rank, int size, const std::s
   // open and hide this process's end of the stream from clumprun.
   ::fcntl(boot_fd, F_SETFD, FD_CLOEXEC);
   auto j = std::make_unique<launched_job>(boot_fd, rank, size);
-  j->connect(job_id_hex, region_fd);
+  j->connect(job_id_hex, region_fd, net_address);
   core::set_log_rank(rank);
   return j;
 }

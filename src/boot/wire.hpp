@@ -18,9 +18,10 @@
 //   descriptors (the kernel's SCM_MAX_FD is 253).
 //
 // Conversation (R = a rank, L = clumprun)
-//   R -> L  hello {version, rank, pid}           + 1 fd: R's shared region
+//   R -> L  hello {version, rank, pid} + net_address_slot  + 1 fd: R's shared region
 //   ...  L waits until every rank said hello, then to every rank:
 //   L -> R  job {version, size, job id} + size x u64 tag + size x i32 pid
+//                + size x i32 node + size x net_address_slot
 //   L -> R  region_fds {first_rank, count}       + count fds, chunks of <= 250
 //   ...  then, any number of times, in the same order on every rank:
 //   R -> L  collective {kind, root, seq, len}    + len bytes (see below)
@@ -29,6 +30,18 @@
 //   R -> L  exit {code}            (then R _exits; L ends the job with code)
 //   L -> R  end {code}             (another rank called exit: see below)
 //   L -> R  refuse "text"          (L is ending the job because of R's request)
+//
+// Nodes and network addresses (version 2): every rank hands join() an opaque
+// blob of at most max_net_address bytes, its address for the network protocol,
+// which boot never interprets. It travels in a fixed net_address_slot (a
+// length, then 64 bytes of which the first `length` count, the rest zero), in
+// the hello and, for every rank in rank order, in the job message: fixed slots
+// make every message's length a function of the job size alone, so each side
+// checks one exact length. The job message also says which node each rank is
+// on: dense indices 0..node_count-1 (every index names at least one rank), so
+// that the am layer can tell shared-memory peers from network peers. Each side
+// checks the version before the length, so a peer of another version is told
+// so rather than that its message is malformed.
 //
 // Collectives: every rank sends one `collective` and waits for the answer;
 // L answers everybody once all ranks have arrived. L checks that all ranks
@@ -55,13 +68,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <type_traits>
 
 namespace clump::boot::wire {
 
 /// Bumped whenever a message's layout or meaning changes; hello and job carry it
 /// so that a program and a clumprun from different builds refuse each other.
-inline constexpr uint32_t protocol_version = 1;
+inline constexpr uint32_t protocol_version = 2;
 /// "CLBT" in memory: catches a desynchronised stream at the next header.
 inline constexpr uint32_t frame_magic = 0x54424c43u;
 /// Descriptors per frame; SCM_MAX_FD is 253.
@@ -102,6 +116,11 @@ struct frame_header {
   uint64_t length;  // payload bytes after the header
 };
 
+/// Largest network address a rank may hand to join() (a sockaddr_in6 is 28
+/// bytes; the rest is room for a provider's own address format).
+inline constexpr size_t max_net_address = 64;
+
+/// Followed by one net_address_slot: this rank's network address.
 struct hello_body {
   uint32_t version;
   int32_t rank;
@@ -109,7 +128,15 @@ struct hello_body {
   uint32_t reserved;
 };
 
-/// Followed by size x uint64_t tags, then size x int32_t pids.
+/// A network address in a fixed-size slot; bytes past `length` are zero.
+struct net_address_slot {
+  uint32_t length;  // at most max_net_address
+  uint32_t reserved;
+  std::byte bytes[max_net_address];
+};
+
+/// Followed by size x uint64_t tags, size x int32_t pids, size x int32_t
+/// nodes and size x net_address_slot, in rank order.
 struct job_body {
   uint32_t version;
   int32_t size;
@@ -145,7 +172,15 @@ struct exit_body {
 };
 
 static_assert(sizeof(frame_header) == 16 && sizeof(hello_body) == 16 && sizeof(job_body) == 16 &&
-              sizeof(collective_body) == 24);
+              sizeof(collective_body) == 24 && sizeof(net_address_slot) == 8 + max_net_address);
+
+/// The exact length of a version-2 hello.
+inline constexpr size_t hello_length = sizeof(hello_body) + sizeof(net_address_slot);
+
+/// The exact length of a version-2 job message for `size` ranks.
+inline constexpr size_t job_length(size_t size) {
+  return sizeof(job_body) + size * (sizeof(uint64_t) + 2 * sizeof(int32_t) + sizeof(net_address_slot));
+}
 
 /// Copies a trivially copyable body out of a payload; false when it is too short.
 template <class T>
@@ -153,6 +188,24 @@ bool read_body(const void* payload, size_t len, T& out) {
   static_assert(std::is_trivially_copyable_v<T>);
   if (len < sizeof(T)) return false;
   std::memcpy(&out, payload, sizeof(T));
+  return true;
+}
+
+/// Fills `out` with `address`; false when it is longer than max_net_address.
+inline bool to_slot(std::span<const std::byte> address, net_address_slot& out) {
+  if (address.size() > max_net_address) return false;
+  out = net_address_slot{};
+  out.length = static_cast<uint32_t>(address.size());
+  if (!address.empty()) std::memcpy(out.bytes, address.data(), address.size());
+  return true;
+}
+
+/// True when `slot` is well formed: a length within bounds and zeros after it
+/// (anything else means the peer wrote some other layout).
+inline bool valid_slot(const net_address_slot& slot) {
+  if (slot.length > max_net_address || slot.reserved != 0) return false;
+  for (size_t i = slot.length; i < max_net_address; ++i)
+    if (slot.bytes[i] != std::byte{0}) return false;
   return true;
 }
 

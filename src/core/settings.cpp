@@ -51,6 +51,41 @@ const setting_def registry[] = {
     {"CLUMP_SPIN_BEFORE_SLEEP_US", setting_type::integer, "50",
      "microseconds a blocking wait keeps polling before it sleeps in the kernel", false},
     {"CLUMP_VERBOSE", setting_type::integer, "0", "0: errors and warnings; 1: also info; 2: also debug", false},
+    {"CLUMP_PROTOCOL", setting_type::string, "auto",
+     "auto: shared memory inside a node, the network between nodes; net: the network to every other rank, even on "
+     "one node (the papers' NOW mode)",
+     false},
+    {"CLUMP_PROGRESS", setting_type::string, "poll",
+     "poll: the network advances when the program polls or waits; thread: a progress thread also drains it, so a "
+     "process that computes without polling still answers remote requests",
+     false},
+    {"CLUMP_NET_POLL", setting_type::string, "adaptive",
+     "how often poll() looks at the network: adaptive (between 1/CLUMP_NET_POLL_MAX and 1/CLUMP_NET_POLL_MIN of "
+     "polls, driven by how many recent network polls found something), fractional (always 1/CLUMP_NET_POLL_MIN), "
+     "always",
+     false},
+    {"CLUMP_NET_POLL_MIN", setting_type::integer, "8", "adaptive polling: the network is polled at most once in this many polls", false},
+    {"CLUMP_NET_POLL_MAX", setting_type::integer, "32", "adaptive polling: the network is polled at least once in this many polls", false},
+    {"CLUMP_NET_MTU", setting_type::size, "65000",
+     "largest UDP datagram clump sends; medium and long payloads are cut into fragments that fit (use 1472 on a "
+     "lossy Ethernet to avoid IP fragmentation)",
+     false},
+    {"CLUMP_NET_WINDOW", setting_type::integer, "64", "datagrams in flight per peer and direction (1 to 64)", false},
+    {"CLUMP_NET_TIMEOUT_MS", setting_type::integer, "10000",
+     "a peer that acknowledges nothing for this long is declared unreachable and its messages come back to "
+     "handler 0; 0: never give up (for debuggers)",
+     false},
+    {"CLUMP_NET_ACK_DELAY_US", setting_type::integer, "100",
+     "an explicit acknowledgement waits at most this long for reverse traffic to ride on", false},
+    {"CLUMP_NET_RTO_MIN_US", setting_type::integer, "1000", "lower bound of the retransmission timeout", false},
+    {"CLUMP_NET_ADDRESS", setting_type::string, "auto",
+     "IPv4 address of this process's UDP socket; auto: the first non-loopback interface, else 127.0.0.1 "
+     "(clumprun sets 127.0.0.1 for jobs on this machine)",
+     false},
+    {"CLUMP_NET_FAULT", setting_type::string, "",
+     "fault injection for tests: drop=P,dup=P,reorder=P,delay=P,delay_us=N,dir=in|out|both,seed=N (P a "
+     "probability per datagram)",
+     false},
     {"CLUMP_BOOT_FD", setting_type::integer, "-1", "socket to clumprun (set by clumprun)", true},
     {"CLUMP_RANK", setting_type::integer, "0", "this process's rank (set by clumprun)", true},
     {"CLUMP_SIZE", setting_type::integer, "1", "number of ranks in the job (set by clumprun)", true},
@@ -139,6 +174,42 @@ config parse() {
   if (spin < 0) bad_setting("CLUMP_SPIN_BEFORE_SLEEP_US must not be negative");
   c.spin_before_sleep_us = static_cast<uint32_t>(spin);
   c.verbose = static_cast<int>(integer("CLUMP_VERBOSE"));
+  const std::string proto = raw("CLUMP_PROTOCOL");
+  if (proto != "auto" && proto != "net") bad_setting("CLUMP_PROTOCOL=%s must be auto or net", proto.c_str());
+  c.force_net = proto == "net";
+  const std::string progress = raw("CLUMP_PROGRESS");
+  if (progress != "poll" && progress != "thread")
+    bad_setting("CLUMP_PROGRESS=%s must be poll or thread", progress.c_str());
+  c.progress_thread = progress == "thread";
+  const std::string mode = raw("CLUMP_NET_POLL");
+  if (mode == "adaptive") c.net_poll_mode = 0;
+  else if (mode == "fractional") c.net_poll_mode = 1;
+  else if (mode == "always") c.net_poll_mode = 2;
+  else bad_setting("CLUMP_NET_POLL=%s must be adaptive, fractional or always", mode.c_str());
+  int64_t pmin = integer("CLUMP_NET_POLL_MIN"), pmax = integer("CLUMP_NET_POLL_MAX");
+  if (pmin < 1 || pmax < pmin || pmax > 1 << 20)
+    bad_setting("CLUMP_NET_POLL_MIN=%lld and CLUMP_NET_POLL_MAX=%lld must satisfy 1 <= MIN <= MAX <= 1048576",
+                static_cast<long long>(pmin), static_cast<long long>(pmax));
+  c.net_poll_min = static_cast<uint32_t>(pmin);
+  c.net_poll_max = static_cast<uint32_t>(pmax);
+  c.net_mtu = size("CLUMP_NET_MTU");
+  if (c.net_mtu < 512 || c.net_mtu > 65507) bad_setting("CLUMP_NET_MTU=%zu must be between 512 and 65507", c.net_mtu);
+  int64_t window = integer("CLUMP_NET_WINDOW");
+  if (window < 1 || window > 64) bad_setting("CLUMP_NET_WINDOW=%lld must be between 1 and 64", static_cast<long long>(window));
+  c.net_window = static_cast<uint32_t>(window);
+  int64_t timeout = integer("CLUMP_NET_TIMEOUT_MS");
+  if (timeout < 0 || timeout > 86400000) bad_setting("CLUMP_NET_TIMEOUT_MS must be between 0 (never) and 86400000");
+  c.net_timeout_ms = static_cast<uint32_t>(timeout);
+  int64_t ack = integer("CLUMP_NET_ACK_DELAY_US");
+  if (ack < 0 || ack > 1000000) bad_setting("CLUMP_NET_ACK_DELAY_US must be between 0 and 1000000");
+  c.net_ack_delay_us = static_cast<uint32_t>(ack);
+  int64_t rto = integer("CLUMP_NET_RTO_MIN_US");
+  if (rto < 10 || rto > 10000000) bad_setting("CLUMP_NET_RTO_MIN_US must be between 10 and 10000000");
+  c.net_rto_min_us = static_cast<uint32_t>(rto);
+  c.net_address = raw("CLUMP_NET_ADDRESS");
+  std::string why;
+  if (!parse_fault_plan(raw("CLUMP_NET_FAULT"), c.net_fault, why))
+    bad_setting("CLUMP_NET_FAULT: %s (e.g. drop=0.1,dup=0.05,reorder=0.05,seed=7)", why.c_str());
   c.boot_fd = static_cast<int>(integer("CLUMP_BOOT_FD"));
   c.rank = static_cast<int>(integer("CLUMP_RANK"));
   c.size = static_cast<int>(integer("CLUMP_SIZE"));
@@ -174,6 +245,60 @@ bool parse_size(const std::string& text, size_t& out) {
   else return false;
   if (shift && x > (~0ull >> shift)) return false;
   out = static_cast<size_t>(x << shift);
+  return true;
+}
+
+bool parse_fault_plan(const std::string& text, config::fault_plan& out, std::string& why) {
+  out = config::fault_plan{};
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = text.substr(pos, comma - pos);
+    pos = comma + 1;
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) {
+      why = "'" + item + "' is not name=value";
+      return false;
+    }
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    char* end = nullptr;
+    if (key == "dir") {
+      if (value != "in" && value != "out" && value != "both") {
+        why = "dir must be in, out or both";
+        return false;
+      }
+      out.incoming = value != "out";
+      out.outgoing = value != "in";
+      continue;
+    }
+    if (key == "seed" || key == "delay_us") {
+      unsigned long long v = std::strtoull(value.c_str(), &end, 0);
+      if (value.empty() || *end) {
+        why = key + "=" + value + " is not a whole number";
+        return false;
+      }
+      if (key == "seed")
+        out.seed = v;
+      else
+        out.delay_us = static_cast<uint32_t>(std::min<unsigned long long>(v, 10000000));
+      continue;
+    }
+    double p = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end || !(p >= 0 && p <= 1)) {
+      why = key + "=" + value + " is not a probability between 0 and 1";
+      return false;
+    }
+    if (key == "drop") out.drop = p;
+    else if (key == "dup") out.duplicate = p;
+    else if (key == "reorder") out.reorder = p;
+    else if (key == "delay") out.delay = p;
+    else {
+      why = "unknown fault '" + key + "' (drop, dup, reorder, delay, delay_us, dir, seed)";
+      return false;
+    }
+  }
   return true;
 }
 

@@ -21,6 +21,24 @@ struct config {
   uint32_t poll_batch;           // messages one poll handles per queue at most
   uint32_t spin_before_sleep_us; // wait_until polls this long before it sleeps
   int verbose;                   // 0 quiet, 1 info, 2 debug
+  // Network protocol (src/net) and multi-protocol polling.
+  bool force_net;                // CLUMP_PROTOCOL=net: every other rank is reached over the network
+  bool progress_thread;          // CLUMP_PROGRESS=thread
+  int net_poll_mode;             // 0 adaptive, 1 fractional, 2 always
+  uint32_t net_poll_min;         // the network is polled at most once in this many polls...
+  uint32_t net_poll_max;         // ...and at least once in this many
+  size_t net_mtu;                // largest datagram clump sends (bytes of UDP payload)
+  uint32_t net_window;           // packets in flight per peer and channel
+  uint32_t net_timeout_ms;       // retry budget before a peer is declared unreachable; 0: never
+  uint32_t net_ack_delay_us;     // an explicit acknowledgement waits at most this long
+  uint32_t net_rto_min_us;       // lower bound of the retransmission timeout
+  std::string net_address;       // IPv4 address to bind, or "auto"
+  struct fault_plan {
+    double drop = 0, duplicate = 0, reorder = 0, delay = 0;  // probabilities per datagram
+    uint32_t delay_us = 1000;
+    bool outgoing = true, incoming = true;
+    uint64_t seed = 1;
+  } net_fault;
   // Set by clumprun for its ranks; not meant to be set by hand.
   int boot_fd;
   int rank;
@@ -29,6 +47,10 @@ struct config {
 };
 
 enum class setting_type { integer, size, boolean, string };
+
+/// Parses a CLUMP_NET_FAULT value ("drop=0.1,dup=0.05,reorder=0.05,delay=0.01,delay_us=2000,
+/// dir=out|in|both,seed=7"); returns false with `why` set on bad input.
+bool parse_fault_plan(const std::string& text, config::fault_plan& out, std::string& why);
 
 struct setting_def {
   const char* name;     // CLUMP_...

@@ -13,15 +13,28 @@
 //   boot_probe early RANK CODE    RANK exits with CODE before joining; the others join
 //   boot_probe getenv NAME        print the launcher's value of NAME
 //   boot_probe args ...           print the arguments (no join)
+//   boot_probe nodes [NAME...]    print this rank's node, the node map and CLUMP_LOCAL_RANK
+//                                 ("nodes rank R node K of N map 0,0,1 local L"), then
+//                                 "env rank R NAME=VALUE" (or "NAME unset") for each NAME
+//   boot_probe address            join with a distinct network address per rank (0 to 64
+//                                 bytes) and check every rank's address, byte for byte
+//   boot_probe longaddress        join with a 65-byte address (must throw bad_arg), then
+//                                 join properly
+//   boot_probe rawhello V LEN     (no join) send a hand-made hello of protocol version V
+//                                 whose address slot claims LEN bytes (LEN "none": no slot,
+//                                 as version 1), print clumprun's answer ("refused: TEXT"
+//                                 or "answer TYPE"), exit 4
 //
 // Every rank first prints "pid RANK PID" (before joining) so that tests can
 // check that no process outlives its job. Any failed check prints "FAIL ..."
 // and exits 2; a join that throws prints "join failed: WHAT" and exits 3.
 
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdarg>
 #include <cstdint>
@@ -29,12 +42,18 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <iterator>
 #include <memory>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
+#include <clump/status.hpp>
+
+#include "boot/channel.hpp"
 #include "boot/job.hpp"
+#include "boot/wire.hpp"
 #include "core/settings.hpp"
 
 namespace {
@@ -99,12 +118,65 @@ int arg_int(int argc, char** argv, int i) {
   return std::atoi(argv[i]);
 }
 
+// Rank r's network address: lengths cycle through 0 and 64, the edges, and
+// the bytes name the rank, so that no two non-empty addresses are equal.
+std::vector<std::byte> address_of(int r) {
+  static constexpr size_t lengths[] = {64, 0, 1, 28, 63, 17, 2};
+  size_t len = lengths[static_cast<size_t>(r) % std::size(lengths)];
+  std::vector<std::byte> a(len);
+  for (size_t i = 0; i < len; ++i) a[i] = static_cast<std::byte>((r * 37 + static_cast<int>(i) * 11 + 1) & 0xff);
+  if (len > 0) a[0] = static_cast<std::byte>(r & 0xff);
+  return a;
+}
+
+// Plays a rank of another build: a hello of version `version` whose slot
+// claims `length` bytes (or, `body_only`, without the slot, as version 1
+// sent it), straight onto the boot socket, then prints what clumprun answers.
+int raw_hello(uint32_t version, uint32_t length, bool body_only) {
+  namespace wire = clump::boot::wire;
+  const clump::core::config& s = clump::core::settings();
+  int region = make_region(s.rank);
+  struct {
+    wire::hello_body body;
+    wire::net_address_slot address;
+  } hello{{version, s.rank, static_cast<int32_t>(::getpid()), 0}, {}};
+  hello.address.length = length;
+  clump::boot::frame_writer out;
+  // A version-1 rank sent the body alone.
+  if (body_only) out.push_body(wire::msg::hello, hello.body, {}, std::span<const int>(&region, 1));
+  else out.push_body(wire::msg::hello, hello, {}, std::span<const int>(&region, 1));
+  while (out.flush(s.boot_fd) == 0) {
+    pollfd p{s.boot_fd, POLLOUT, 0};
+    ::poll(&p, 1, 100);
+  }
+  clump::boot::frame_reader in;
+  clump::boot::frame f;
+  std::string why;
+  for (;;) {
+    auto res = in.next(f, why);
+    if (res == clump::boot::frame_reader::result::bad) fail("bad answer: %s", why.c_str());
+    if (res == clump::boot::frame_reader::result::frame) break;
+    pollfd p{s.boot_fd, POLLIN, 0};
+    ::poll(&p, 1, 100);
+    ssize_t n = in.fill(s.boot_fd);
+    if (n == 0) fail("clumprun closed the socket without an answer");
+    if (n < 0 && errno != EAGAIN) fail("reading the boot socket: %s", std::strerror(errno));
+  }
+  if (f.type == wire::msg::refuse)
+    say("refused: %.*s", static_cast<int>(f.payload.size()), reinterpret_cast<const char*>(f.payload.data()));
+  else
+    say("answer %d", static_cast<int>(f.type));
+  for (int fd : f.fds) ::close(fd);
+  return 4;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: boot_probe hello|barrier N|allgather|broadcast|exit C R|exitcode C R|crash R|"
-                         "hang [ignore-term]|mismatch|early R C|getenv NAME|args ...\n");
+                         "hang [ignore-term]|mismatch|early R C|getenv NAME|args ...|nodes [NAME...]|address|"
+                         "longaddress|rawhello V LEN\n");
     return 2;
   }
   const std::string cmd = argv[1];
@@ -116,13 +188,29 @@ int main(int argc, char** argv) {
   // Before joining, so that a test knows every process even if joining fails.
   say("pid %d %d", my_rank, static_cast<int>(::getpid()));
   if (cmd == "early" && my_rank == arg_int(argc, argv, 2)) return arg_int(argc, argv, 3);
+  if (cmd == "rawhello") {
+    bool body_only = argc > 3 && std::string(argv[3]) == "none";
+    return raw_hello(static_cast<uint32_t>(arg_int(argc, argv, 2)),
+                     body_only ? 0 : static_cast<uint32_t>(arg_int(argc, argv, 3)), body_only);
+  }
 
   if (cmd == "hang" && argc > 2 && std::string(argv[2]) == "ignore-term") std::signal(SIGTERM, SIG_IGN);
 
   int region = make_region(my_rank);
+  std::vector<std::byte> my_address = cmd == "address" ? address_of(my_rank) : std::vector<std::byte>{};
+  if (cmd == "longaddress") {
+    std::vector<std::byte> too_long(clump::boot::job::max_net_address + 1, std::byte{7});
+    try {
+      clump::boot::job::join(region, too_long);
+      fail("join took a network address of %zu bytes", too_long.size());
+    } catch (const clump::error& e) {
+      if (e.code() != clump::status::bad_arg) fail("join refused a long address with the wrong status: %s", e.what());
+      say("long address refused: %s", e.what());
+    }
+  }
   std::unique_ptr<clump::boot::job> job;
   try {
-    job = clump::boot::job::join(region);
+    job = clump::boot::job::join(region, my_address);
   } catch (const std::exception& e) {
     say("join failed: %s", e.what());
     return 3;
@@ -212,6 +300,26 @@ int main(int argc, char** argv) {
   } else if (cmd == "early") {
     job->barrier(progress);
     fail("rank %d came out of a barrier with a rank that never joined", rank);
+  } else if (cmd == "nodes") {
+    std::string map;
+    for (int r = 0; r < size; ++r) map += (r ? "," : "") + std::to_string(job->node(r));
+    const char* local = std::getenv("CLUMP_LOCAL_RANK");
+    say("nodes rank %d node %d of %d map %s local %s", rank, job->node(rank), job->node_count(), map.c_str(),
+        local ? local : "unset");
+    for (int i = 2; i < argc; ++i) {
+      const char* v = std::getenv(argv[i]);
+      if (v) say("env rank %d %s=%s", rank, argv[i], v);
+      else say("env rank %d %s unset", rank, argv[i]);
+    }
+  } else if (cmd == "address" || cmd == "longaddress") {
+    for (int r = 0; r < size; ++r) {
+      std::vector<std::byte> want = cmd == "address" ? address_of(r) : std::vector<std::byte>{};
+      auto got = job->net_address(r);
+      if (got.size() != want.size() || !std::equal(got.begin(), got.end(), want.begin()))
+        fail("rank %d sees a network address of %zu bytes for rank %d, expected %zu", rank, got.size(), r,
+             want.size());
+    }
+    say("address ok rank %d", rank);
   } else if (cmd == "getenv") {
     if (argc < 3) fail("getenv needs a name");
     auto v = job->getenv_master(argv[2]);

@@ -38,6 +38,7 @@ struct rank_proc {
   steady::time_point retry_at{};  // sending paused until then (ETOOMANYREFS)
   bool said_hello = false;
   int hello_pid = 0;
+  wire::net_address_slot address{};  // from the hello, checked
   int region_fd = -1;           // until handed out to every rank
   bool arrived = false;         // in the current collective
   bool exit_requested = false;  // sent exit: it ends itself

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -32,6 +33,9 @@ constexpr int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 // What clumprun sets for each rank; stale values from an enclosing job are dropped.
 constexpr const char* rank_variables[] = {"CLUMP_BOOT_FD", "CLUMP_RANK", "CLUMP_SIZE", "CLUMP_LOCAL_RANK",
                                           "CLUMP_JOB_ID"};
+
+// Where the network protocol binds its socket; the user's value wins.
+constexpr const char* net_address_variable = "CLUMP_NET_ADDRESS";
 
 std::string signal_name(int sig) {
   const char* abbrev = ::sigabbrev_np(sig);
@@ -101,6 +105,11 @@ std::vector<std::string> job_runner::make_base_env() const {
     });
     if (!ours) env.emplace_back(entry);
   }
+  // Ranks on one machine reach each other over loopback, which the network
+  // protocol binds unless told otherwise. Across --hosts each rank picks the
+  // address of its own host's interface, which clumprun cannot know.
+  if (o_.nodes.hosts.empty() && !std::getenv(net_address_variable))
+    env.push_back(fmt::format("{}=127.0.0.1", net_address_variable));
   return env;
 }
 
@@ -115,16 +124,22 @@ void job_runner::spawn(rank_proc& rp) {
       if (fd >= 0) ::close(fd);
     return start_failed(rp, "pipe", e);
   }
+  const size_t r = static_cast<size_t>(rp.rank);
+  const int node = o_.nodes.node_of[r];
   std::vector<std::string> env = base_env_;
   env.push_back(fmt::format("CLUMP_BOOT_FD={}", sv[1]));
   env.push_back(fmt::format("CLUMP_RANK={}", rp.rank));
   env.push_back(fmt::format("CLUMP_SIZE={}", n_));
-  env.push_back(fmt::format("CLUMP_LOCAL_RANK={}", rp.rank));  // one node: local rank = rank
+  env.push_back(fmt::format("CLUMP_LOCAL_RANK={}", o_.nodes.local_rank[r]));
   env.push_back(fmt::format("CLUMP_JOB_ID={:016x}", o_.job_id));
+  // With --hosts the words of the spawn template come first; the wrapper must
+  // keep the environment and the boot socket (ip netns exec and env do).
+  std::vector<std::string> words = spawn_words(o_.nodes, node);
+  words.insert(words.end(), o_.argv.begin(), o_.argv.end());
   std::vector<char*> envp, argv;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
-  for (auto& a : o_.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  for (auto& a : words) argv.push_back(a.data());
   argv.push_back(nullptr);
 
   pid_t parent = ::getpid();
@@ -151,9 +166,9 @@ void job_runner::spawn(rank_proc& rp) {
   }
   ++live_;
   if (o_.verbose)
-    say(fmt::format("rank {}: pid {}{}", rp.rank, pid,
-                    o_.cpu_sets.empty() ? std::string()
-                                        : ", bound to " + o_.bind_descriptions[static_cast<size_t>(rp.rank)]));
+    say(fmt::format("rank {}: pid {}, node {}{}{}", rp.rank, pid, node,
+                    o_.nodes.hosts.empty() ? std::string() : " (" + o_.nodes.hosts[static_cast<size_t>(node)] + ")",
+                    o_.cpu_sets.empty() ? std::string() : ", bound to " + o_.bind_descriptions[r]));
 }
 
 // In the child, between fork and exec. clumprun has one thread, so any call

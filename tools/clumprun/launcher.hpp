@@ -12,12 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "nodes.hpp"
+
 namespace clumprun {
 
 struct launch_options {
   int nranks = 0;
   std::vector<std::string> argv;  ///< the program's arguments; argv[0] as the user wrote it
-  std::string program;            ///< the resolved path that is executed
+  std::string program;            ///< the resolved path that is executed: PROG, or the spawn template's first word
   bool label = false;
   int verbose = 0;
   double timeout_seconds = 0;              ///< 0: no limit
@@ -25,6 +27,7 @@ struct launch_options {
   std::vector<std::string> bind_descriptions;
   uint64_t job_id = 0;
   std::vector<uint64_t> tags;  ///< one per rank: distinct, never 0 or 1
+  node_plan nodes;             ///< which node each rank is on, and how it is started there
 };
 
 /// Starts the job, serves it until every rank has ended, and returns

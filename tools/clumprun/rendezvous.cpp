@@ -115,6 +115,16 @@ void job_runner::on_hello(rank_proc& rp, frame& f) {
     return protocol_error(rp, fmt::format("the program speaks boot protocol version {} and this clumprun "
                                           "version {}: build the program and clumprun from the same clump",
                                           h.version, wire::protocol_version));
+  // Only now, under the same version, is the rest of the layout known.
+  if (f.payload.size() != wire::hello_length)
+    return protocol_error(rp, fmt::format("hello of {} bytes, expected {} (a network address slot after the "
+                                          "body): build the program and clumprun from the same clump",
+                                          f.payload.size(), wire::hello_length));
+  std::memcpy(&rp.address, f.payload.data() + sizeof h, sizeof rp.address);
+  if (!wire::valid_slot(rp.address))
+    return protocol_error(rp, fmt::format("malformed network address in the hello (length {}, at most {} bytes, "
+                                          "zeros after it)",
+                                          rp.address.length, wire::max_net_address));
   if (h.rank != rp.rank)
     return protocol_error(rp, fmt::format("the process says it is rank {} (CLUMP_RANK changed?)", h.rank));
   rp.said_hello = true;
@@ -127,14 +137,24 @@ void job_runner::on_hello(rank_proc& rp, frame& f) {
 // Everybody said hello: hand out the job and every rank's region.
 void job_runner::start_job() {
   size_t n = static_cast<size_t>(n_);
-  auto job = std::make_shared<std::vector<std::byte>>(sizeof(wire::job_body) + n * 12);
+  auto job = std::make_shared<std::vector<std::byte>>(wire::job_length(n));
   wire::job_body jb{wire::protocol_version, n_, o_.job_id};
-  std::memcpy(job->data(), &jb, sizeof jb);
-  std::memcpy(job->data() + sizeof jb, o_.tags.data(), n * sizeof(uint64_t));
+  std::byte* at = job->data();
+  auto put = [&](const void* p, size_t len) {
+    std::memcpy(at, p, len);
+    at += len;
+  };
+  put(&jb, sizeof jb);
+  put(o_.tags.data(), n * sizeof(uint64_t));
   for (size_t r = 0; r < n; ++r) {
     int32_t pid = ranks_[r]->hello_pid;
-    std::memcpy(job->data() + sizeof jb + n * 8 + r * 4, &pid, sizeof pid);
+    put(&pid, sizeof pid);
   }
+  for (size_t r = 0; r < n; ++r) {
+    int32_t node = o_.nodes.node_of[r];
+    put(&node, sizeof node);
+  }
+  for (size_t r = 0; r < n; ++r) put(&ranks_[r]->address, sizeof(wire::net_address_slot));
   auto regions = std::make_shared<shared_fds>();
   for (auto& rp : ranks_) regions->fds.push_back(std::exchange(rp->region_fd, -1));
   std::span<const int> all(regions->fds);
@@ -149,7 +169,8 @@ void job_runner::start_job() {
     send_pending(*rp);
   }
   started_ = true;
-  if (o_.verbose) say(fmt::format("all {} ranks joined job {:016x}", n_, o_.job_id));
+  if (o_.verbose)
+    say(fmt::format("all {} ranks joined job {:016x} on {} node(s)", n_, o_.job_id, o_.nodes.node_count));
 }
 
 std::string job_runner::describe(const wire::collective_body& b) {

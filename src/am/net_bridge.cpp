@@ -1,0 +1,153 @@
+#include "am/net_bridge.hpp"
+
+#include <algorithm>
+
+#include "core/log.hpp"
+#include "shm/queue.hpp"
+
+namespace clump::am {
+
+namespace {
+
+using net::msg_kind;
+
+const char* what(msg_kind k) noexcept {
+  return k == msg_kind::returned ? "returned message" : net::is_request(k) ? "request" : "reply";
+}
+
+}  // namespace
+
+void net_sink::write_long(int /*peer*/, const net::message_header& m, const std::byte* data, size_t n) noexcept {
+  // Only into the endpoint the sender meant: a slot taken by a new endpoint
+  // since then gets nothing (the message is refused when it is delivered).
+  remote_endpoint* own = p_.remote(source_id(p_.rank(), m.dst_slot));
+  if (!own) return;
+  // Relaxed: see queue_block.hpp (state).
+  const uint32_t state = own->view.header->state.load(std::memory_order_relaxed);
+  if (!(state & 1u) || (m.dst_state && m.dst_state != state)) return;
+  p_.write_segment(m.dst_slot, m.offset, m.length, m.frag_offset, data, n);
+}
+
+bool net_sink::deliver(int peer, const net::message_header& m, const uint32_t* args,
+                       const std::byte* payload) noexcept {
+  const auto kind = static_cast<msg_kind>(m.kind);
+  const bool request = net::is_request(kind);
+  remote_endpoint* own = p_.remote(source_id(p_.rank(), m.dst_slot));
+  // Relaxed: see queue_block.hpp (state).
+  const uint32_t state = own ? own->view.header->state.load(std::memory_order_relaxed) : 0;
+  auto refuse = [&](return_reason why) {
+    if (request)
+      p_.defer_net_return(peer, m, args, static_cast<uint8_t>(why));
+    else
+      core::log_warning("a %s from rank %d to endpoint %u was dropped: %s", what(kind), peer, m.dst_slot,
+                        to_string(why));
+    return true;
+  };
+  if (!own || !(state & 1u) || (m.dst_state && m.dst_state != state)) return refuse(return_reason::bad_endpoint);
+  const shm::queue_ref& q = request ? own->view.request : own->view.reply;
+  const bool medium = kind == msg_kind::medium_request || kind == msg_kind::medium_reply;
+  if (medium && 2 * shm::lines_for_bytes(m.length) > q.ring_lines) return refuse(return_reason::bad_length);
+  const uint32_t source = source_id(peer, m.src_slot);
+  if (remote_endpoint* from = p_.remote(source)) {
+    // Relaxed: hints for replies and names, read by the same or a later poll.
+    if (request) from->peer_tag.store(m.src_tag, std::memory_order_relaxed);
+    if (m.src_state) from->peer_state.store(m.src_state, std::memory_order_relaxed);
+  }
+  const bool two_line_fields = kind == msg_kind::get_request || kind == msg_kind::returned;
+  const uint64_t offset = net::is_long(kind) || two_line_fields ? m.offset : 0;
+  return detail::inject(*own, !request, source, static_cast<shm::packet_kind>(m.kind), m.handler, args, m.nargs,
+                        m.length, offset, m.tag, two_line_fields ? m.aux : 0, payload, medium ? m.length : 0);
+}
+
+bool net_sink::give_back(int peer, const net::message_header& m, const uint32_t* args) noexcept {
+  const auto kind = static_cast<msg_kind>(m.kind);
+  if (!net::is_request(kind)) {
+    core::log_warning("a %s to rank %d was dropped: that process is unreachable", what(kind), peer);
+    return true;
+  }
+  remote_endpoint* own = p_.remote(source_id(p_.rank(), m.src_slot));
+  if (!own) return true;
+  // Relaxed: see queue_block.hpp (state). A sender freed since gets nothing back.
+  if (own->view.header->state.load(std::memory_order_relaxed) != m.src_state) return true;
+  const uint64_t aux = static_cast<uint64_t>(return_reason::unreachable) |
+                       (static_cast<uint64_t>(detail::op_of(static_cast<shm::packet_kind>(m.kind))) << 8);
+  const uint64_t offset = net::is_long(kind) || kind == msg_kind::get_request ? m.offset : 0;
+  return detail::inject(*own, true, source_id(peer, m.dst_slot), shm::packet_kind::returned, m.handler, args,
+                        m.nargs, m.length, offset, m.tag, aux, nullptr, 0);
+}
+
+}  // namespace clump::am
+
+namespace clump::detail {
+
+status send_net(endpoint_impl& from, am::remote_endpoint& to, shm::packet_kind kind, handler_index h,
+                const uint32_t* args, unsigned nargs, const void* data, size_t length, uint64_t offset, uint64_t aux,
+                tag_t tag, when_full policy, uint32_t expect) noexcept {
+  net::network* net = from.proc->net();
+  if (!net) return status::resource;
+  net::message_header m{};
+  m.kind = static_cast<uint8_t>(kind);
+  m.handler = h;
+  m.nargs = static_cast<uint8_t>(nargs);
+  m.src_slot = static_cast<uint8_t>(from.slot);
+  m.dst_slot = static_cast<uint8_t>(to.slot);
+  m.dst_state = expect;
+  // Relaxed: our own endpoint's fields, written by this process.
+  m.src_state = from.own.header->state.load(std::memory_order_relaxed);
+  m.src_tag = from.own.header->tag.load(std::memory_order_relaxed);
+  m.tag = tag;
+  m.length = static_cast<uint32_t>(length);
+  m.offset = offset;
+  m.aux = aux;
+  uint32_t done = 0;
+  for (unsigned round = 0;; ++round) {
+    const status s = net->send(to.rank, m, args, data, done);
+    if (s == status::ok) return s;
+    if (s == status::resource) {
+      // Relaxed: a hint shared by this process's threads (see remote_endpoint::gone).
+      to.gone.store(true, std::memory_order_relaxed);
+      return s;
+    }
+    if (policy == when_full::give_up && done == 0) return status::in_use;
+    // The window is full: acknowledgements come in through the network poll.
+    from.proc->poll_network();
+    wait_for_room(from, policy == when_full::give_up ? when_full::poll_bundle : policy, round);
+  }
+}
+
+}  // namespace clump::detail
+
+namespace clump {
+
+network_stats network_statistics() noexcept {
+  network_stats out{};
+  am::process* p = am::process::existing();
+  net::network* net = p ? p->net() : nullptr;
+  if (!net) return out;
+  const net::statistics s = net->stats();
+  out.datagrams_sent = s.datagrams_sent;
+  out.datagrams_received = s.datagrams_received;
+  out.messages_sent = s.messages_sent;
+  out.messages_delivered = s.messages_delivered;
+  out.retransmits = s.retransmits;
+  out.duplicates = s.duplicates;
+  out.out_of_order = s.out_of_order;
+  out.acks_sent = s.acks_sent;
+  out.stalls = s.stalls;
+  using net::refusal;
+  auto refused = [&](refusal r) { return s.refused[static_cast<unsigned>(r)]; };
+  out.refused_truncated = refused(refusal::truncated);
+  out.refused_foreign = refused(refusal::not_clump);
+  out.refused_version = refused(refusal::wrong_version);
+  out.refused_other_job = refused(refusal::other_job);
+  out.refused_bad_rank = refused(refusal::bad_rank);
+  out.refused_malformed = refused(refusal::malformed);
+  out.fault_dropped = s.fault_dropped;
+  out.fault_duplicated = s.fault_duplicated;
+  out.fault_reordered = s.fault_reordered;
+  out.fault_delayed = s.fault_delayed;
+  out.peers_unreachable = s.peers_unreachable;
+  return out;
+}
+
+}  // namespace clump

@@ -1,0 +1,603 @@
+#include "net/network.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <clump/status.hpp>
+
+#include "core/log.hpp"
+
+namespace clump::net {
+
+namespace {
+/// Sequence numbers a channel may have in flight (the width of the held bits).
+constexpr uint32_t ring_size = 64;
+/// Retransmission timeout bounds before the first round trip is measured, and at most.
+constexpr double initial_rto_us = 5000;
+constexpr double max_rto_us = 1e6;
+/// How often a stalled channel offers its head message again.
+constexpr auto stall_retry = std::chrono::microseconds(200);
+
+double micros(clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+}  // namespace
+
+struct network::send_entry {
+  std::vector<std::byte> bytes;  // the encoded datagram, kept until acknowledged
+  clock::time_point first_sent, last_sent;
+  uint32_t transmissions = 0;
+  bool held = false;           // the receiver holds it (selective ack)
+  bool last_fragment = false;  // the message's final fragment: stands for the message if it comes back
+};
+
+struct network::send_channel {
+  uint32_t next_seq = 0;  // the next sequence number to give out
+  uint32_t acked = 0;     // every sequence number below this was delivered
+  send_entry ring[ring_size];
+  uint32_t in_flight() const noexcept { return next_seq - acked; }
+  send_entry& at(uint32_t seq) noexcept { return ring[seq % ring_size]; }
+};
+
+struct network::recv_channel {
+  uint32_t next = 0;  // the next sequence number to deliver
+  std::vector<std::byte> held[ring_size];  // datagrams next .. next + 63 that arrived early or stalled
+  bool stalled = false;                    // the datagram at `next` is held: the am layer had no room
+  struct assembly {
+    uint32_t msg_id;
+    std::vector<std::byte> data;
+  };
+  std::vector<assembly> assemblies;  // medium messages whose fragments are arriving
+  std::vector<std::byte>& at(uint32_t seq) noexcept { return held[seq % ring_size]; }
+};
+
+struct network::peer_state {
+  sockaddr_in addr{};
+  bool unreachable = false;
+  send_channel out[channel_count];
+  recv_channel in[channel_count];
+  bool ack_due = false;
+  clock::time_point ack_since;
+  uint32_t unacked = 0;  // datagrams delivered or held since the last ack went out
+  double srtt_us = 0, rttvar_us = 0;
+  bool rtt_known = false;
+  clock::time_point heard;  // the last time it showed it is alive (or our first datagram to it)
+  std::byte ack_bytes[sizeof(datagram_header)];
+  double rto_us(uint32_t floor_us) const noexcept {
+    double r = rtt_known ? srtt_us + 4 * rttvar_us : initial_rto_us;
+    return std::clamp(r, static_cast<double>(floor_us), max_rto_us);
+  }
+};
+
+network::network(const core::config& cfg, int rank_hint)
+    : cfg_(cfg), socket_(cfg.net_address, cfg.net_mtu, cfg.net_window, cfg.net_fault,
+                         static_cast<uint64_t>(rank_hint)) {}
+
+network::~network() {
+  stopping_.store(true, std::memory_order_relaxed);
+  wake_service();
+  if (service_.joinable()) service_.join();
+  if (event_fd_ >= 0) ::close(event_fd_);
+}
+
+std::vector<std::byte> network::address_blob() const {
+  const sockaddr_in& a = socket_.address();
+  std::vector<std::byte> blob(sizeof a);
+  std::memcpy(blob.data(), &a, sizeof a);
+  return blob;
+}
+
+void network::start(uint64_t job, int rank, std::span<const std::vector<std::byte>> addresses, sink& s) {
+  std::lock_guard lock(mutex_);
+  job_ = job;
+  rank_ = rank;
+  sink_ = &s;
+  peers_.resize(addresses.size());
+  for (size_t r = 0; r < addresses.size(); ++r) {
+    if (static_cast<int>(r) == rank || addresses[r].size() != sizeof(sockaddr_in)) continue;
+    auto p = std::make_unique<peer_state>();
+    std::memcpy(&p->addr, addresses[r].data(), sizeof p->addr);
+    if (p->addr.sin_family != AF_INET)
+      throw error(status::bad_arg, "starting the network", "rank " + std::to_string(r) + " sent a bad address");
+    peers_[r] = std::move(p);
+  }
+  event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (event_fd_ < 0)
+    throw error(status::resource, "starting the network", std::string("eventfd failed: ") + std::strerror(errno));
+  service_ = std::thread([this] { service(); });
+  core::log_info("network: rank %d at %s, datagrams of up to %zu bytes, window %u, %s", rank, address_text().c_str(),
+                 cfg_.net_mtu, cfg_.net_window, cfg_.progress_thread ? "progress thread" : "polled");
+}
+
+bool network::reachable(int peer) const noexcept {
+  std::lock_guard lock(mutex_);
+  return peer >= 0 && static_cast<size_t>(peer) < peers_.size() && peers_[peer] && !peers_[peer]->unreachable;
+}
+
+// ---- sending ----------------------------------------------------------------
+
+status network::send(int peer, message_header& m, const uint32_t* args, const void* data, uint32_t& done) noexcept {
+  std::lock_guard lock(mutex_);
+  if (peer < 0 || static_cast<size_t>(peer) >= peers_.size() || !peers_[peer]) return status::resource;
+  peer_state& p = *peers_[peer];
+  if (p.unreachable) return status::resource;
+  const auto kind = static_cast<msg_kind>(m.kind);
+  const auto ch = is_request(kind) ? channel::request : channel::reply;
+  send_channel& sc = p.out[static_cast<unsigned>(ch)];
+  const bool payload = carries_payload(kind);
+  const size_t room = fragment_room(cfg_.net_mtu, m.nargs);
+  const auto now = clock::now();
+  status result = status::ok;
+  do {
+    if (sc.in_flight() >= cfg_.net_window) {
+      result = status::in_use;
+      break;
+    }
+    if (sc.in_flight() == 0) p.heard = std::max(p.heard, now);  // the retry budget starts now
+    const uint32_t seq = sc.next_seq++;
+    if (done == 0) m.msg_id = seq;
+    const size_t n = payload ? std::min<size_t>(room, m.length - done) : 0;
+    send_entry& e = sc.at(seq);
+    e.bytes.resize(data_header_bytes + 4u * m.nargs + n);
+    datagram_header h{};
+    h.magic = wire_magic;
+    h.version = wire_version;
+    h.type = static_cast<uint8_t>(datagram_type::data);
+    h.channel = static_cast<uint8_t>(ch);
+    h.job = job_;
+    h.src_rank = static_cast<uint32_t>(rank_);
+    h.dst_rank = static_cast<uint32_t>(peer);
+    h.seq = seq;
+    std::memcpy(e.bytes.data(), &h, sizeof h);
+    m.frag_offset = done;
+    std::memcpy(e.bytes.data() + sizeof h, &m, sizeof m);
+    if (m.nargs) std::memcpy(e.bytes.data() + data_header_bytes, args, 4u * m.nargs);
+    if (n) std::memcpy(e.bytes.data() + data_header_bytes + 4u * m.nargs, static_cast<const std::byte*>(data) + done, n);
+    e.first_sent = now;
+    e.transmissions = 0;
+    e.held = false;
+    done += static_cast<uint32_t>(n);
+    e.last_fragment = !payload || done == m.length;
+    transmit(p, peer, e, now);
+    if (e.last_fragment) {
+      ++messages_sent_;
+      break;
+    }
+  } while (true);
+  next_timer_ = std::min(next_timer_, now + std::chrono::microseconds(static_cast<int64_t>(p.rto_us(cfg_.net_rto_min_us))));
+  socket_.flush(now);
+  return result;
+}
+
+void network::fill_acks(peer_state& p, datagram_header& h) const noexcept {
+  for (unsigned c = 0; c < channel_count; ++c) {
+    recv_channel& rc = p.in[c];
+    h.ack[c] = rc.next;
+    uint64_t bits = 0;
+    for (uint32_t i = 0; i < ring_size; ++i)
+      if (!rc.at(rc.next + i).empty()) bits |= uint64_t{1} << i;
+    h.held[c] = bits;
+  }
+}
+
+void network::transmit(peer_state& p, int /*rank*/, send_entry& e, clock::time_point now) noexcept {
+  // Piggyback the acknowledgements as they are now.
+  datagram_header h;
+  std::memcpy(&h, e.bytes.data(), sizeof h);
+  fill_acks(p, h);
+  std::memcpy(e.bytes.data(), &h, sizeof h);
+  p.ack_due = false;
+  p.unacked = 0;
+  e.last_sent = now;
+  ++e.transmissions;
+  socket_.queue(p.addr, e.bytes.data(), e.bytes.size());
+}
+
+void network::send_ack(peer_state& p, int rank) noexcept {
+  datagram_header h{};
+  h.magic = wire_magic;
+  h.version = wire_version;
+  h.type = static_cast<uint8_t>(datagram_type::ack);
+  h.job = job_;
+  h.src_rank = static_cast<uint32_t>(rank_);
+  h.dst_rank = static_cast<uint32_t>(rank);
+  fill_acks(p, h);
+  std::memcpy(p.ack_bytes, &h, sizeof h);
+  socket_.queue(p.addr, p.ack_bytes, sizeof h);
+  p.ack_due = false;
+  p.unacked = 0;
+  ++acks_sent_;
+}
+
+// ---- receiving --------------------------------------------------------------
+
+unsigned network::poll() noexcept {
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return 0;
+  return poll_locked(clock::now());
+}
+
+unsigned network::poll_blocking() noexcept {
+  std::lock_guard lock(mutex_);
+  return poll_locked(clock::now());
+}
+
+unsigned network::poll_locked(clock::time_point now) noexcept {
+  if (!sink_) return 0;
+  const uint64_t before = messages_delivered_;
+  // A few batches at most, so that one poll cannot be held forever by a flood.
+  for (int round = 0; round < 4; ++round) {
+    const unsigned got = socket_.receive(now, [&](const std::byte* bytes, size_t n, const sockaddr_in& from) {
+      on_datagram(bytes, n, from, now);
+    });
+    if (got < 32) break;
+  }
+  if (now >= next_timer_ || socket_.holding()) run_timers(now);
+  if (!give_backs_.empty()) offer_give_backs();
+  socket_.flush(now);
+  return static_cast<unsigned>(messages_delivered_ - before);
+}
+
+void network::on_datagram(const std::byte* bytes, size_t n, const sockaddr_in& from, clock::time_point now) noexcept {
+  decoded d;
+  const refusal r = decode(bytes, n, job_, static_cast<uint32_t>(rank_), static_cast<uint32_t>(peers_.size()), d);
+  if (r == refusal::none && !peers_[d.h.src_rank]) [[unlikely]] {
+    ++refused_[static_cast<unsigned>(refusal::bad_rank)];  // a rank we reach through shared memory
+    return;
+  }
+  if (r != refusal::none) [[unlikely]] {
+    ++refused_[static_cast<unsigned>(r)];
+    if (r == refusal::wrong_version && !version_warned_) {
+      version_warned_ = true;
+      core::log_error("refused a datagram from %s: it speaks clump wire format version %u, this process version %u; "
+                      "run the same clump build on every node",
+                      udp_socket::to_text(from).c_str(), static_cast<unsigned>(d.h.version), wire_version);
+    }
+    return;
+  }
+  const int rank = static_cast<int>(d.h.src_rank);
+  peer_state& p = *peers_[rank];
+  if (p.unreachable) return;  // declared gone: its late datagrams change nothing
+  p.heard = now;
+  on_acks(p, rank, d.h, now);
+  if (d.h.type == static_cast<uint8_t>(datagram_type::data)) on_data(p, rank, bytes, n, d, now);
+}
+
+void network::on_acks(peer_state& p, int rank, const datagram_header& h, clock::time_point now) noexcept {
+  for (unsigned c = 0; c < channel_count; ++c) {
+    send_channel& sc = p.out[c];
+    const uint32_t a = h.ack[c];
+    // An ack outside [acked, next_seq] is stale (reordered) or bogus: ignore its position.
+    if (seq_diff(a, sc.acked) > 0 && seq_diff(a, sc.next_seq) <= 0) {
+      // One round-trip sample per ack, from the newest datagram it covers,
+      // and only if that was sent once (Karn) and not held behind a gap
+      // (its ack then measures the gap, not the path).
+      const send_entry& newest = sc.at(a - 1);
+      if (newest.transmissions == 1 && !newest.held) {
+        const double sample = micros(now - newest.first_sent);
+        if (!p.rtt_known) {
+          p.srtt_us = sample;
+          p.rttvar_us = sample / 2;
+          p.rtt_known = true;
+        } else {
+          p.rttvar_us = 0.75 * p.rttvar_us + 0.25 * std::abs(p.srtt_us - sample);
+          p.srtt_us = 0.875 * p.srtt_us + 0.125 * sample;
+        }
+      }
+      for (uint32_t s = sc.acked; s != a; ++s) sc.at(s).transmissions = 0;
+      sc.acked = a;
+    }
+    if (seq_diff(a, sc.acked) < 0) continue;  // older news than we have
+    // Held bits: mark what the receiver holds; fill gaps below the highest held at once.
+    uint32_t highest_held = sc.acked;
+    bool any_held = false;
+    for (uint32_t s = sc.acked; s != sc.next_seq; ++s) {
+      const uint32_t i = s - a;
+      send_entry& e = sc.at(s);
+      e.held = i < ring_size && ((h.held[c] >> i) & 1u);
+      if (e.held) highest_held = s, any_held = true;
+    }
+    if (!any_held) continue;
+    // A gap: the receiver holds later datagrams, so these were lost (or are
+    // still on their way: not if sent less than about a round trip ago).
+    const double recent_us = std::max(50.0, p.rtt_known ? p.srtt_us + p.rttvar_us : initial_rto_us);
+    for (uint32_t s = sc.acked; s != highest_held; ++s) {
+      send_entry& e = sc.at(s);
+      if (e.held || micros(now - e.last_sent) < recent_us) continue;
+      ++retransmits_;
+      transmit(p, rank, e, now);
+    }
+  }
+}
+
+void network::on_data(peer_state& p, int rank, const std::byte* bytes, size_t n, const decoded& d,
+                      clock::time_point now) noexcept {
+  recv_channel& rc = p.in[d.h.channel];
+  const int32_t ahead = seq_diff(d.h.seq, rc.next);
+  if (ahead < 0 || (ahead < static_cast<int32_t>(ring_size) && !rc.at(d.h.seq).empty())) {
+    // A duplicate: our ack was lost or is late. Ack at once; and if it is a
+    // request, its sender may have lost our reply too: send our unacked
+    // replies again (the saved replies) rather than wait for their timers.
+    ++duplicates_;
+    send_ack(p, rank);
+    if (d.h.channel == static_cast<uint8_t>(channel::request)) {
+      send_channel& replies = p.out[static_cast<unsigned>(channel::reply)];
+      for (uint32_t s = replies.acked; s != replies.next_seq; ++s) {
+        send_entry& e = replies.at(s);
+        if (!e.held && micros(now - e.last_sent) > p.rto_us(cfg_.net_rto_min_us) / 4) {
+          ++retransmits_;
+          transmit(p, rank, e, now);
+        }
+      }
+    }
+    return;
+  }
+  if (ahead >= static_cast<int32_t>(ring_size)) return;  // beyond any window: a sender never does this
+  if (!p.ack_due) {
+    p.ack_due = true;
+    p.ack_since = now;
+    next_timer_ = std::min(next_timer_, now + std::chrono::microseconds(cfg_.net_ack_delay_us));
+  }
+  ++p.unacked;
+  if (ahead == 0 && !rc.stalled && consume(p, rank, rc, d)) {
+    ++rc.next;
+    drain_held(p, rank, rc);
+  } else {
+    // Early (a gap before it) or the am layer is full: keep a copy.
+    if (ahead > 0) ++out_of_order_;
+    std::vector<std::byte>& slot = rc.at(d.h.seq);
+    if (!pool_.empty()) {
+      slot.swap(pool_.back());
+      pool_.pop_back();
+    }
+    slot.assign(bytes, bytes + n);
+    if (ahead == 0 && !rc.stalled) {
+      rc.stalled = true;
+      ++stalls_;
+      next_timer_ = std::min(next_timer_, now + stall_retry);
+    }
+  }
+  // Ack soon when a quarter of the window waits, so that the sender never stops for acks.
+  if (p.unacked >= std::max<uint32_t>(1, cfg_.net_window / 4)) send_ack(p, rank);
+}
+
+void network::drain_held(peer_state& p, int rank, recv_channel& rc) noexcept {
+  while (!rc.at(rc.next).empty()) {
+    std::vector<std::byte>& slot = rc.at(rc.next);
+    decoded d;
+    decode(slot.data(), slot.size(), job_, static_cast<uint32_t>(rank_), static_cast<uint32_t>(peers_.size()), d);
+    if (!consume(p, rank, rc, d)) {
+      rc.stalled = true;
+      return;
+    }
+    rc.stalled = false;
+    pool_.emplace_back();
+    pool_.back().swap(slot);
+    pool_.back().clear();
+    ++rc.next;
+  }
+  rc.stalled = false;
+}
+
+bool network::consume(peer_state& /*p*/, int rank, recv_channel& rc, const decoded& d) noexcept {
+  const message_header& m = d.m;
+  const auto kind = static_cast<msg_kind>(m.kind);
+  if (!carries_payload(kind)) {
+    if (!sink_->deliver(rank, m, d.args, nullptr)) return false;
+    ++messages_delivered_;
+    return true;
+  }
+  const bool last = m.frag_offset + d.payload_bytes == m.length;
+  if (is_long(kind)) {
+    // Straight into the destination segment (again, harmlessly, if this is a stalled last fragment).
+    if (d.payload_bytes) sink_->write_long(rank, m, d.payload, d.payload_bytes);
+    if (!last) return true;
+    if (!sink_->deliver(rank, m, d.args, nullptr)) return false;
+    ++messages_delivered_;
+    return true;
+  }
+  // Medium: whole in one datagram, or assembled.
+  if (m.frag_offset == 0 && last) {
+    if (!sink_->deliver(rank, m, d.args, d.payload)) return false;
+    ++messages_delivered_;
+    return true;
+  }
+  auto it = std::find_if(rc.assemblies.begin(), rc.assemblies.end(),
+                         [&](const recv_channel::assembly& a) { return a.msg_id == m.msg_id; });
+  if (it == rc.assemblies.end()) {
+    if (m.length > (size_t{16} << 20)) {  // no medium is that long (CLUMP_MAX_MEDIUM <= 16M): refuse, drop
+      ++refused_[static_cast<unsigned>(refusal::malformed)];
+      return true;
+    }
+    rc.assemblies.push_back({m.msg_id, std::vector<std::byte>(m.length)});
+    it = rc.assemblies.end() - 1;
+  }
+  if (it->data.size() != m.length) {  // fragments that disagree: a corrupt sender
+    ++refused_[static_cast<unsigned>(refusal::malformed)];
+    return true;
+  }
+  std::memcpy(it->data.data() + m.frag_offset, d.payload, d.payload_bytes);
+  if (!last) return true;
+  if (!sink_->deliver(rank, m, d.args, it->data.data())) return false;
+  rc.assemblies.erase(it);
+  ++messages_delivered_;
+  return true;
+}
+
+// ---- timers, failure --------------------------------------------------------
+
+void network::run_timers(clock::time_point now) noexcept {
+  clock::time_point next = clock::time_point::max();
+  for (size_t r = 0; r < peers_.size(); ++r) {
+    if (!peers_[r] || peers_[r]->unreachable) continue;
+    peer_state& p = *peers_[r];
+    const int rank = static_cast<int>(r);
+    for (unsigned c = 0; c < channel_count; ++c)
+      if (p.in[c].stalled) {
+        drain_held(p, rank, p.in[c]);
+        if (p.in[c].stalled) next = std::min(next, now + stall_retry);
+      }
+    if (p.ack_due) {
+      const auto due = p.ack_since + std::chrono::microseconds(cfg_.net_ack_delay_us);
+      if (due <= now)
+        send_ack(p, rank);
+      else
+        next = std::min(next, due);
+    }
+    const double rto = p.rto_us(cfg_.net_rto_min_us);
+    bool in_flight = false;
+    for (unsigned c = 0; c < channel_count; ++c) {
+      send_channel& sc = p.out[c];
+      for (uint32_t s = sc.acked; s != sc.next_seq; ++s) {
+        send_entry& e = sc.at(s);
+        in_flight = true;
+        if (e.held) continue;
+        const double wait = std::min(max_rto_us, rto * static_cast<double>(1u << std::min<uint32_t>(e.transmissions - 1, 8)));
+        auto due = e.last_sent + std::chrono::microseconds(static_cast<int64_t>(wait));
+        if (due <= now) {
+          ++retransmits_;
+          transmit(p, rank, e, now);
+          due = now + std::chrono::microseconds(static_cast<int64_t>(std::min(max_rto_us, 2 * wait)));
+        }
+        next = std::min(next, due);
+      }
+    }
+    if (in_flight && cfg_.net_timeout_ms) {
+      const auto budget = std::chrono::milliseconds(cfg_.net_timeout_ms);
+      if (now - p.heard > budget) {
+        declare_unreachable(p, rank, "acknowledged nothing");
+        continue;
+      }
+      next = std::min(next, p.heard + budget);
+    }
+  }
+  if (socket_.holding()) next = std::min(next, now + std::chrono::microseconds(100));
+  next_timer_ = next;
+}
+
+void network::declare_unreachable(peer_state& p, int rank, const char* why) noexcept {
+  core::log_error("rank %d at %s %s for %u ms (CLUMP_NET_TIMEOUT_MS); it is now unreachable: the messages it did "
+                  "not acknowledge come back to handler 0 as unreachable, and new ones at once",
+                  rank, udp_socket::to_text(p.addr).c_str(), why, cfg_.net_timeout_ms);
+  p.unreachable = true;
+  ++unreachable_;
+  for (unsigned c = 0; c < channel_count; ++c) {
+    send_channel& sc = p.out[c];
+    for (uint32_t s = sc.acked; s != sc.next_seq; ++s) {
+      send_entry& e = sc.at(s);
+      if (!e.last_fragment) continue;
+      give_back_item item{};
+      item.peer = rank;
+      std::memcpy(&item.m, e.bytes.data() + sizeof(datagram_header), sizeof item.m);
+      std::memcpy(item.args, e.bytes.data() + data_header_bytes, 4u * std::min<unsigned>(item.m.nargs, max_args));
+      give_backs_.push_back(item);
+    }
+    sc.acked = sc.next_seq;
+    recv_channel& rc = p.in[c];
+    for (auto& h : rc.held) h.clear();
+    rc.assemblies.clear();
+    rc.stalled = false;
+  }
+  p.ack_due = false;
+}
+
+void network::offer_give_backs() noexcept {
+  auto keep = std::remove_if(give_backs_.begin(), give_backs_.end(),
+                             [&](const give_back_item& g) { return sink_->give_back(g.peer, g.m, g.args); });
+  give_backs_.erase(keep, give_backs_.end());
+  if (!give_backs_.empty()) next_timer_ = std::min(next_timer_, clock::now() + stall_retry);
+}
+
+void network::linger(clock::duration most) noexcept {
+  const auto deadline = clock::now() + most;
+  for (;;) {
+    bool pending = false;
+    {
+      std::lock_guard lock(mutex_);
+      const auto now = clock::now();
+      poll_locked(now);
+      for (size_t r = 0; r < peers_.size(); ++r) {
+        if (!peers_[r] || peers_[r]->unreachable) continue;
+        if (peers_[r]->ack_due) send_ack(*peers_[r], static_cast<int>(r));
+        for (const send_channel& sc : peers_[r]->out) pending |= sc.in_flight() > 0;
+      }
+      socket_.flush(now);
+    }
+    if (!pending || clock::now() >= deadline) return;
+    pollfd fd{socket_.fd(), POLLIN, 0};
+    ::poll(&fd, 1, 1);
+  }
+}
+
+// ---- the service thread -----------------------------------------------------
+
+void network::arm() noexcept {
+  // Relaxed: the eventfd write orders what matters (the service thread rereads armed_ after waking).
+  if (armed_.fetch_add(1, std::memory_order_relaxed) == 0) wake_service();
+}
+
+void network::disarm() noexcept { armed_.fetch_sub(1, std::memory_order_relaxed); }
+
+void network::wake_service() noexcept {
+  if (event_fd_ < 0) return;
+  const uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(event_fd_, &one, sizeof one);
+}
+
+void network::service() noexcept {
+  pollfd fds[2] = {{socket_.fd(), POLLIN, 0}, {event_fd_, POLLIN, 0}};
+  while (!stopping_.load(std::memory_order_relaxed)) {
+    const bool active = cfg_.progress_thread || armed_.load(std::memory_order_relaxed) > 0;
+    timespec timeout{};
+    if (active) {
+      clock::time_point next;
+      {
+        std::lock_guard lock(mutex_);
+        poll_locked(clock::now());
+        next = next_timer_;
+      }
+      const auto now = clock::now();
+      const auto wait = next <= now ? clock::duration::zero()
+                                    : std::min<clock::duration>(next - now, std::chrono::milliseconds(100));
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
+      timeout = {static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+      ::ppoll(fds, 2, &timeout, nullptr);
+    } else {
+      ::ppoll(fds + 1, 1, nullptr, nullptr);  // until armed (or stopping)
+    }
+    if (fds[1].revents & POLLIN) {
+      uint64_t v;
+      [[maybe_unused]] ssize_t n = ::read(event_fd_, &v, sizeof v);
+    }
+  }
+}
+
+statistics network::stats() const noexcept {
+  std::lock_guard lock(mutex_);
+  const udp_counters& u = socket_.counters();
+  statistics s{};
+  s.datagrams_sent = u.datagrams_sent;
+  s.datagrams_received = u.datagrams_received;
+  s.bytes_sent = u.bytes_sent;
+  s.bytes_received = u.bytes_received;
+  s.messages_sent = messages_sent_;
+  s.messages_delivered = messages_delivered_;
+  s.retransmits = retransmits_;
+  s.duplicates = duplicates_;
+  s.out_of_order = out_of_order_;
+  s.acks_sent = acks_sent_;
+  s.stalls = stalls_;
+  std::copy(std::begin(refused_), std::end(refused_), s.refused);
+  s.fault_dropped = u.fault_dropped;
+  s.fault_duplicated = u.fault_duplicated;
+  s.fault_reordered = u.fault_reordered;
+  s.fault_delayed = u.fault_delayed;
+  s.peers_unreachable = unreachable_;
+  s.send_errors = u.send_errors;
+  return s;
+}
+
+}  // namespace clump::net

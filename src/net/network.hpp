@@ -1,0 +1,168 @@
+#pragma once
+// The net protocol: reliable, exactly-once delivery of active messages over
+// UDP, after the SSAM paper's software flow control.
+//
+// Per ordered pair of processes and per channel (requests; replies and
+// returned messages) the sender numbers datagrams and keeps up to
+// CLUMP_NET_WINDOW of them until they are acknowledged; the receiver delivers
+// them in sequence order, exactly once, and tells the sender, on every
+// datagram going back (piggybacked) or in a delayed explicit ack, how far it
+// has delivered and which later datagrams it holds. Lost datagrams are sent
+// again after a timeout that follows the measured round trip (Jacobson/Karn)
+// and doubles on every retry; a gap shown by the held bits is filled at once.
+// A duplicate is dropped and answered with an immediate ack, and the replies
+// the duplicate's sender may have lost are sent again (the saved replies: a
+// handler never runs twice). A peer that acknowledges nothing for
+// CLUMP_NET_TIMEOUT_MS is unreachable: what it did not acknowledge goes back
+// to the sending endpoints' handler 0, and new sends to it fail at once.
+//
+// Medium and long payloads are cut into fragments of at most CLUMP_NET_MTU
+// bytes of datagram. A long fragment is written straight into the destination
+// segment when it is delivered in order; a medium message is assembled and
+// delivered whole. When the am layer has no room for a message (its queue is
+// full) the channel stalls: the datagram stays held, the ack does not move on,
+// and the sender's window closes, which is the flow control.
+//
+// Threads: one mutex guards everything here. poll() only tries it (a thread
+// that finds another polling leaves the work to it); send() takes it. The
+// sink is called with the mutex held and must not call back into the network.
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include <clump/status.hpp>
+
+#include "core/settings.hpp"
+#include "net/udp.hpp"
+#include "net/wire.hpp"
+
+namespace clump::net {
+
+/// What a protocol promises its user (the am layer), like a libfabric provider's caps.
+struct capabilities {
+  bool reliable;              // every message arrives, or comes back
+  bool ordered;               // per channel and peer pair
+  bool may_duplicate;         // the user must tolerate duplicates (never, here)
+  bool reports_peer_failure;  // undeliverable messages come back as unreachable
+};
+
+/// Where complete messages go: implemented by the am layer.
+class sink {
+ public:
+  virtual ~sink() = default;
+  /// Writes `n` bytes of long message `m` from `peer` (the fragment at
+  /// m.frag_offset) into the segment of endpoint m.dst_slot at m.offset +
+  /// m.frag_offset, when the whole message fits in that segment; otherwise
+  /// writes nothing (and the message is refused when it is delivered).
+  virtual void write_long(int peer, const message_header& m, const std::byte* data, size_t n) noexcept = 0;
+  /// Hands over a complete message (medium: `payload` holds it; long: it is
+  /// in the segment already). False: no room now; it is offered again later.
+  virtual bool deliver(int peer, const message_header& m, const uint32_t* args, const std::byte* payload) noexcept = 0;
+  /// A message sent to `peer` that will never be delivered (the peer is
+  /// unreachable). False: no room now; it is offered again later.
+  virtual bool give_back(int peer, const message_header& m, const uint32_t* args) noexcept = 0;
+};
+
+struct statistics {
+  uint64_t datagrams_sent, datagrams_received, bytes_sent, bytes_received;
+  uint64_t messages_sent, messages_delivered, retransmits, duplicates, out_of_order, acks_sent, stalls;
+  uint64_t refused[refusal_count];  // by refusal reason
+  uint64_t fault_dropped, fault_duplicated, fault_reordered, fault_delayed;
+  uint64_t peers_unreachable, send_errors;
+};
+
+class network {
+ public:
+  /// Opens the socket (bound per CLUMP_NET_ADDRESS). Throws clump::error.
+  explicit network(const core::config& cfg, int rank_hint);
+  ~network();
+
+  /// This process's address as an opaque blob for the job's rendezvous.
+  std::vector<std::byte> address_blob() const;
+  /// Starts talking to the job: `addresses[r]` is rank r's blob (empty for
+  /// ranks never reached over the network). Starts the service thread.
+  void start(uint64_t job, int rank, std::span<const std::vector<std::byte>> addresses, sink& s);
+
+  static capabilities caps() noexcept { return {true, true, false, true}; }
+
+  /// Hands fragments of message `m` to `peer` from payload byte `done` on,
+  /// advancing `done`, and sets m.msg_id on the first call of a message.
+  /// ok: the whole message is handed over; in_use: the window is full (poll,
+  /// then call again with the same m and done); resource: the peer is
+  /// unreachable (what was handed over already will not be delivered).
+  status send(int peer, message_header& m, const uint32_t* args, const void* data, uint32_t& done) noexcept;
+
+  /// Receives, acknowledges, retransmits and delivers; returns the number of
+  /// messages delivered. Returns 0 at once when another thread is at it.
+  unsigned poll() noexcept;
+  /// Like poll() but waits for the mutex (the service thread).
+  unsigned poll_blocking() noexcept;
+
+  bool reachable(int peer) const noexcept;
+  /// Before the process exits: acknowledges what arrived and waits up to
+  /// `most` for what we sent to be acknowledged (by reachable peers).
+  void linger(clock::duration most) noexcept;
+  /// A thread of this process is about to sleep: until disarm(), the service
+  /// thread watches the socket and the timers for it, so that an arriving
+  /// message wakes the sleeper and acks and retransmissions go on.
+  void arm() noexcept;
+  void disarm() noexcept;
+
+  statistics stats() const noexcept;
+  std::string address_text() const { return socket_.address_text(); }
+
+ private:
+  struct send_entry;
+  struct send_channel;
+  struct recv_channel;
+  struct peer_state;
+
+  unsigned poll_locked(clock::time_point now) noexcept;
+  void on_datagram(const std::byte* bytes, size_t n, const sockaddr_in& from, clock::time_point now) noexcept;
+  void on_acks(peer_state& p, int rank, const datagram_header& h, clock::time_point now) noexcept;
+  void on_data(peer_state& p, int rank, const std::byte* bytes, size_t n, const decoded& d,
+               clock::time_point now) noexcept;
+  bool consume(peer_state& p, int rank, recv_channel& rc, const decoded& d) noexcept;
+  void drain_held(peer_state& p, int rank, recv_channel& rc) noexcept;
+  void transmit(peer_state& p, int rank, send_entry& e, clock::time_point now) noexcept;
+  void send_ack(peer_state& p, int rank) noexcept;
+  void fill_acks(peer_state& p, datagram_header& h) const noexcept;
+  void run_timers(clock::time_point now) noexcept;
+  void declare_unreachable(peer_state& p, int rank, const char* why) noexcept;
+  void offer_give_backs() noexcept;
+  void service() noexcept;
+  void wake_service() noexcept;
+
+  core::config cfg_;
+  udp_socket socket_;
+  mutable std::mutex mutex_;
+  uint64_t job_ = 0;
+  int rank_ = 0;
+  sink* sink_ = nullptr;
+  std::vector<std::unique_ptr<peer_state>> peers_;  // by rank; null where no network peer
+  clock::time_point next_timer_ = clock::time_point::max();
+  std::vector<std::vector<std::byte>> pool_;        // spare datagram buffers
+  struct give_back_item {
+    int peer;
+    message_header m;
+    uint32_t args[max_args];
+  };
+  std::vector<give_back_item> give_backs_;  // undeliverable messages not yet taken by the sink
+  uint64_t messages_sent_ = 0, messages_delivered_ = 0, retransmits_ = 0, duplicates_ = 0, out_of_order_ = 0,
+           acks_sent_ = 0, stalls_ = 0, unreachable_ = 0;
+  uint64_t refused_[refusal_count] = {};
+  bool version_warned_ = false;
+
+  // The service thread (see arm()).
+  std::thread service_;
+  int event_fd_ = -1;
+  std::atomic<int> armed_{0};
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace clump::net

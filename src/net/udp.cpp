@@ -1,0 +1,183 @@
+#include "net/udp.hpp"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <clump/status.hpp>
+
+#include "core/log.hpp"
+
+namespace clump::net {
+
+namespace {
+
+constexpr const char* opening = "opening the network socket";
+
+std::string errno_text(int e) { return std::string(std::strerror(e)) + " (errno " + std::to_string(e) + ")"; }
+
+/// The first IPv4 address of an interface that is up and not loopback.
+bool interface_address(in_addr& out) {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return false;
+  bool found = false;
+  for (ifaddrs* i = list; i && !found; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    if (!(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK)) continue;
+    out = reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr;
+    found = true;
+  }
+  ::freeifaddrs(list);
+  return found;
+}
+
+/// Asks for `bytes` of socket buffer: beyond net.core.[rw]mem_max when we may
+/// (CAP_NET_ADMIN), else as much as the limit allows.
+void size_buffer(int fd, int option, int force_option, size_t bytes) {
+  int v = static_cast<int>(std::min<size_t>(bytes, 1u << 30));
+  if (::setsockopt(fd, SOL_SOCKET, force_option, &v, sizeof v) == 0) return;
+  ::setsockopt(fd, SOL_SOCKET, option, &v, sizeof v);  // silently capped by the kernel
+}
+
+}  // namespace
+
+udp_socket::udp_socket(const std::string& address, size_t mtu, uint32_t window,
+                       const core::config::fault_plan& faults, uint64_t seed_salt)
+    : mtu_(mtu), faults_(faults), random_(faults.seed * 0x100000001b3ull + seed_salt) {
+  fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) throw error(status::resource, opening, "socket(AF_INET, SOCK_DGRAM) failed: " + errno_text(errno));
+  self_.sin_family = AF_INET;
+  self_.sin_port = 0;
+  if (address == "auto") {
+    if (!interface_address(self_.sin_addr)) self_.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  } else if (::inet_pton(AF_INET, address.c_str(), &self_.sin_addr) != 1) {
+    ::close(fd_);
+    throw error(status::bad_arg, opening,
+                "CLUMP_NET_ADDRESS=" + address + " is not an IPv4 address (write e.g. 10.0.0.5, or auto)");
+  }
+  if (::bind(fd_, reinterpret_cast<sockaddr*>(&self_), sizeof self_) != 0) {
+    const int e = errno;
+    ::close(fd_);
+    throw error(status::resource, opening,
+                "cannot bind a UDP socket to " + to_text(self_) + ": " + errno_text(e) +
+                    "; set CLUMP_NET_ADDRESS to an address of this host");
+  }
+  socklen_t len = sizeof self_;
+  ::getsockname(fd_, reinterpret_cast<sockaddr*>(&self_), &len);
+  // Room for a full window from a few peers at once; the protocol recovers
+  // from overflow, but every overflow costs a retransmission timeout.
+  const size_t want = std::max<size_t>(size_t{4} << 20, 2 * size_t{window} * mtu);
+  size_buffer(fd_, SO_RCVBUF, SO_RCVBUFFORCE, want);
+  size_buffer(fd_, SO_SNDBUF, SO_SNDBUFFORCE, want);
+
+  in_bufs_.resize(batch);
+  in_msgs_.resize(batch);
+  in_iov_.resize(batch);
+  in_peers_.resize(batch);
+  for (unsigned i = 0; i < batch; ++i) in_bufs_[i] = std::make_unique<std::byte[]>(max_datagram);
+}
+
+udp_socket::~udp_socket() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::string udp_socket::to_text(const sockaddr_in& a) {
+  char text[INET_ADDRSTRLEN] = "?";
+  ::inet_ntop(AF_INET, &a.sin_addr, text, sizeof text);
+  return std::string(text) + ":" + std::to_string(ntohs(a.sin_port));
+}
+
+std::string udp_socket::address_text() const { return to_text(self_); }
+
+void udp_socket::queue(const sockaddr_in& to, const std::byte* data, size_t n) {
+  if (faults_.outgoing && (faults_.drop > 0 || faults_.duplicate > 0 || faults_.reorder > 0 || faults_.delay > 0)) {
+    if (random_.chance(faults_.drop)) {
+      counters_.fault_dropped++;
+      return;
+    }
+    const bool reorder = random_.chance(faults_.reorder);
+    const bool delay = random_.chance(faults_.delay);
+    if (reorder || delay) {
+      // Reordered: sent after the datagrams queued behind it; delayed: after delay_us.
+      (reorder ? counters_.fault_reordered : counters_.fault_delayed)++;
+      held_out_.push_back({to, std::vector<std::byte>(data, data + n),
+                           delay ? clock::now() + std::chrono::microseconds(faults_.delay_us) : clock::time_point{}});
+      return;
+    }
+    if (random_.chance(faults_.duplicate)) {
+      counters_.fault_duplicated++;
+      out_peers_.push_back(to);
+      out_iov_.push_back({const_cast<std::byte*>(data), n});
+    }
+  }
+  out_peers_.push_back(to);
+  out_iov_.push_back({const_cast<std::byte*>(data), n});
+}
+
+void udp_socket::flush(clock::time_point now) {
+  // Held datagrams go after this batch (reorder) or once due (delay).
+  const size_t fresh = out_iov_.size();
+  for (size_t i = 0; i < held_out_.size(); ++i)
+    if (held_out_[i].due <= now) {
+      out_peers_.push_back(held_out_[i].peer);
+      out_iov_.push_back({held_out_[i].bytes.data(), held_out_[i].bytes.size()});
+    }
+  const size_t total = out_iov_.size();
+  if (total == 0) return;
+  out_msgs_.resize(total);
+  for (size_t i = 0; i < total; ++i) {
+    out_msgs_[i] = {};
+    out_msgs_[i].msg_hdr.msg_name = &out_peers_[i];
+    out_msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
+    out_msgs_[i].msg_hdr.msg_iov = &out_iov_[i];
+    out_msgs_[i].msg_hdr.msg_iovlen = 1;
+  }
+  size_t done = 0;
+  while (done < total) {
+    int n = ::sendmmsg(fd_, out_msgs_.data() + done, static_cast<unsigned>(total - done), 0);
+    if (n > 0) {
+      for (size_t i = done; i < done + static_cast<size_t>(n); ++i) counters_.bytes_sent += out_iov_[i].iov_len;
+      counters_.datagrams_sent += static_cast<uint64_t>(n);
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    // EAGAIN (buffer full) or an error for this datagram (e.g. ECONNREFUSED
+    // from an earlier one, EMSGSIZE): skip it; the protocol retransmits.
+    counters_.send_errors++;
+    ++done;
+  }
+  out_iov_.clear();
+  out_peers_.clear();
+  // Drop the held ones just sent (they were appended after the fresh ones, in order).
+  if (total > fresh) {
+    std::deque<held> keep;
+    for (auto& h : held_out_)
+      if (h.due > now) keep.push_back(std::move(h));
+    held_out_.swap(keep);
+  }
+}
+
+unsigned udp_socket::receive_batch() {
+  for (unsigned i = 0; i < batch; ++i) {
+    in_iov_[i] = {in_bufs_[i].get(), max_datagram};  // any UDP datagram fits: none is cut short
+    in_msgs_[i] = {};
+    in_msgs_[i].msg_hdr.msg_name = &in_peers_[i];
+    in_msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
+    in_msgs_[i].msg_hdr.msg_iov = &in_iov_[i];
+    in_msgs_[i].msg_hdr.msg_iovlen = 1;
+  }
+  for (;;) {
+    int n = ::recvmmsg(fd_, in_msgs_.data(), batch, MSG_DONTWAIT, nullptr);
+    if (n >= 0) return static_cast<unsigned>(n);
+    if (errno == EINTR) continue;
+    return 0;  // EAGAIN: nothing there; ECONNREFUSED: an ICMP error for an earlier send, ignored
+  }
+}
+
+}  // namespace clump::net

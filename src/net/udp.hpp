@@ -1,0 +1,150 @@
+#pragma once
+// The UDP socket of a process: one per process, non-blocking, batched with
+// sendmmsg/recvmmsg, with seeded fault injection (drop, duplicate, reorder,
+// delay) on either direction for tests. Knows nothing about reliability.
+
+#include <netinet/in.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/settings.hpp"
+
+namespace clump::net {
+
+using clock = std::chrono::steady_clock;
+
+/// A seeded random source (splitmix64): the same seed gives the same faults.
+class random_source {
+ public:
+  explicit random_source(uint64_t seed) : s_(seed) {}
+  uint64_t next() noexcept {
+    uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  /// True with probability p.
+  bool chance(double p) noexcept { return p > 0 && static_cast<double>(next() >> 11) * 0x1.0p-53 < p; }
+
+ private:
+  uint64_t s_;
+};
+
+struct udp_counters {
+  uint64_t datagrams_sent = 0, datagrams_received = 0, bytes_sent = 0, bytes_received = 0, send_errors = 0;
+  uint64_t fault_dropped = 0, fault_duplicated = 0, fault_reordered = 0, fault_delayed = 0;
+};
+
+class udp_socket {
+ public:
+  /// Creates the socket bound to `address` ("auto": the first non-loopback
+  /// IPv4 interface that is up, else 127.0.0.1) on a free port, with receive
+  /// and send buffers sized for `window` datagrams of `mtu` bytes per peer.
+  /// Throws clump::error with the reason and the fix.
+  udp_socket(const std::string& address, size_t mtu, uint32_t window, const core::config::fault_plan& faults,
+             uint64_t seed_salt);
+  ~udp_socket();
+  udp_socket(const udp_socket&) = delete;
+  udp_socket& operator=(const udp_socket&) = delete;
+
+  int fd() const noexcept { return fd_; }
+  const sockaddr_in& address() const noexcept { return self_; }
+  std::string address_text() const;
+  static std::string to_text(const sockaddr_in& a);
+
+  /// Queues a datagram for the next flush(). The bytes are copied only when a
+  /// fault holds them back; otherwise they must stay valid until flush().
+  void queue(const sockaddr_in& to, const std::byte* data, size_t n);
+  /// Sends everything queued (and held datagrams whose delay is over).
+  void flush(clock::time_point now);
+  /// True when held datagrams (delay or reorder) are waiting.
+  bool holding() const noexcept { return !held_out_.empty() || !held_in_.empty(); }
+
+  /// Receives up to `max` datagrams (plus held incoming ones that are due)
+  /// and calls on_datagram(bytes, n, from) for each. Returns how many.
+  template <class F>
+  unsigned receive(clock::time_point now, F&& on_datagram);
+
+  const udp_counters& counters() const noexcept { return counters_; }
+
+ private:
+  struct held {
+    sockaddr_in peer;
+    std::vector<std::byte> bytes;
+    clock::time_point due;
+  };
+  unsigned receive_batch();
+  void send_now(const sockaddr_in& to, const std::byte* data, size_t n);
+
+  int fd_ = -1;
+  sockaddr_in self_{};
+  size_t mtu_;
+  core::config::fault_plan faults_;
+  random_source random_;
+  udp_counters counters_;
+
+  // Outgoing batch.
+  std::vector<struct mmsghdr> out_msgs_;
+  std::vector<struct iovec> out_iov_;
+  std::vector<sockaddr_in> out_peers_;
+  std::deque<held> held_out_;
+  // Incoming batch.
+  static constexpr unsigned batch = 32;
+  static constexpr size_t max_datagram = 65536;
+  std::vector<std::unique_ptr<std::byte[]>> in_bufs_;
+  std::vector<struct mmsghdr> in_msgs_;
+  std::vector<struct iovec> in_iov_;
+  std::vector<sockaddr_in> in_peers_;
+  std::deque<held> held_in_;
+};
+
+template <class F>
+unsigned udp_socket::receive(clock::time_point now, F&& on_datagram) {
+  unsigned count = 0;
+  // Held datagrams first, in arrival order, once due.
+  while (!held_in_.empty() && held_in_.front().due <= now) {
+    held h = std::move(held_in_.front());
+    held_in_.pop_front();
+    on_datagram(h.bytes.data(), h.bytes.size(), h.peer);
+    ++count;
+  }
+  const unsigned n = receive_batch();
+  for (unsigned i = 0; i < n; ++i) {
+    const size_t len = in_msgs_[i].msg_len;
+    const std::byte* data = in_bufs_[i].get();
+    counters_.datagrams_received++;
+    counters_.bytes_received += len;
+    if (faults_.incoming) {
+      if (random_.chance(faults_.drop)) {
+        counters_.fault_dropped++;
+        continue;
+      }
+      const bool reorder = random_.chance(faults_.reorder);
+      const bool delay = random_.chance(faults_.delay);
+      if (reorder || delay) {
+        // Reordered: handled after the datagrams behind it (at the next receive).
+        (reorder ? counters_.fault_reordered : counters_.fault_delayed)++;
+        held_in_.push_back(
+            {in_peers_[i], std::vector<std::byte>(data, data + len),
+             delay ? now + std::chrono::microseconds(faults_.delay_us) : now});
+        continue;
+      }
+      if (random_.chance(faults_.duplicate)) {
+        counters_.fault_duplicated++;
+        on_datagram(data, len, in_peers_[i]);
+      }
+    }
+    on_datagram(data, len, in_peers_[i]);
+    ++count;
+  }
+  return count;
+}
+
+}  // namespace clump::net

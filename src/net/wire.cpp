@@ -1,0 +1,54 @@
+#include "net/wire.hpp"
+
+namespace clump::net {
+
+const char* to_string(refusal r) noexcept {
+  switch (r) {
+    case refusal::none: return "accepted";
+    case refusal::truncated: return "truncated";
+    case refusal::not_clump: return "not a clump datagram";
+    case refusal::wrong_version: return "another wire-format version";
+    case refusal::other_job: return "from another job";
+    case refusal::bad_rank: return "source or destination rank not in this job";
+    case refusal::malformed: return "malformed";
+  }
+  return "unknown";
+}
+
+refusal decode(const std::byte* bytes, size_t n, uint64_t job, uint32_t me, uint32_t size, decoded& out) noexcept {
+  if (n < sizeof(datagram_header)) {
+    // Too short for a header; still tell a foreign datagram from a short clump one.
+    return n >= 4 && std::memcmp(bytes, &wire_magic, 4) == 0 ? refusal::truncated : refusal::not_clump;
+  }
+  std::memcpy(&out.h, bytes, sizeof out.h);
+  const datagram_header& h = out.h;
+  if (h.magic != wire_magic) return refusal::not_clump;
+  if (h.version != wire_version) return refusal::wrong_version;
+  if (h.job != job) return refusal::other_job;
+  if (h.src_rank >= size || h.dst_rank != me || h.src_rank == me) return refusal::bad_rank;
+  if (h.reserved != 0) return refusal::malformed;
+  if (h.type == static_cast<uint8_t>(datagram_type::ack)) return n == sizeof h ? refusal::none : refusal::malformed;
+  if (h.type != static_cast<uint8_t>(datagram_type::data) || h.channel >= channel_count) return refusal::malformed;
+  if (n < data_header_bytes) return refusal::truncated;
+  std::memcpy(&out.m, bytes + sizeof h, sizeof out.m);
+  const message_header& m = out.m;
+  if (!is_valid_kind(m.kind) || m.nargs > max_args) return refusal::malformed;
+  const auto kind = static_cast<msg_kind>(m.kind);
+  // Requests travel on the request channel, everything else on the reply channel.
+  if ((h.channel == static_cast<uint8_t>(channel::request)) != is_request(kind)) return refusal::malformed;
+  const size_t arg_bytes = 4u * m.nargs;
+  if (n < data_header_bytes + arg_bytes) return refusal::truncated;
+  std::memcpy(out.args, bytes + data_header_bytes, arg_bytes);
+  out.payload = bytes + data_header_bytes + arg_bytes;
+  out.payload_bytes = n - data_header_bytes - arg_bytes;
+  if (!carries_payload(kind)) {
+    if (out.payload_bytes != 0 || m.frag_offset != 0) return refusal::malformed;
+    return refusal::none;
+  }
+  // The fragment lies inside the message, and only an empty message has an empty fragment.
+  if (m.frag_offset > m.length || out.payload_bytes > m.length - m.frag_offset) return refusal::malformed;
+  if (out.payload_bytes == 0 && m.length != 0) return refusal::malformed;
+  return refusal::none;
+}
+
+}  // namespace clump::net

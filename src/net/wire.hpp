@@ -1,0 +1,146 @@
+#pragma once
+// The net protocol's datagram format.
+//
+// Every datagram starts with a datagram_header. A data datagram carries one
+// fragment of one message: a message_header, the message's argument words,
+// then the fragment's payload bytes. An ack datagram carries only the header.
+//
+//   datagram_header  56 bytes   who, which job, channel, sequence, acks
+//   message_header   64 bytes   data only: the AM message (same for every fragment)
+//   args             4 x nargs  data only
+//   payload          the rest   data only: bytes [frag_offset, frag_offset + n) of the payload
+//
+// Integers are in the sender's byte order; clump runs on little-endian hosts
+// only (x86-64, aarch64), and the version field refuses anything else. Offsets,
+// never pointers. decode() checks every length and range before anything is
+// used, so a datagram from outside (random bytes, another program, another
+// job, a truncated packet) is refused with a reason and never read past its
+// end.
+//
+// Channels: each ordered pair of processes has two one-way streams, one for
+// requests and one for replies (and returned messages), each with its own
+// sequence numbers, window and acknowledgements. Replies never wait behind
+// requests, which is what keeps AM-II's request/reply deadlock freedom over the
+// network, as the two queues of an endpoint keep it in shared memory.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace clump::net {
+
+/// "CLNT" in memory.
+inline constexpr uint32_t wire_magic = 0x544e4c43u;
+/// Bumped whenever the layout or meaning of a datagram changes.
+inline constexpr uint8_t wire_version = 1;
+
+inline constexpr unsigned channel_count = 2;
+enum class channel : uint8_t { request = 0, reply = 1 };
+
+enum class datagram_type : uint8_t { data = 1, ack = 2 };
+
+/// The message kinds, numbered as the am layer's packet kinds.
+enum class msg_kind : uint8_t {
+  short_request = 1,
+  medium_request = 2,
+  long_request = 3,
+  get_request = 5,
+  short_reply = 6,
+  medium_reply = 7,
+  long_reply = 8,
+  returned = 10,
+};
+
+inline constexpr bool is_valid_kind(uint8_t k) noexcept {
+  return (k >= 1 && k <= 3) || (k >= 5 && k <= 8) || k == 10;
+}
+inline constexpr bool is_request(msg_kind k) noexcept {
+  return k == msg_kind::short_request || k == msg_kind::medium_request || k == msg_kind::long_request ||
+         k == msg_kind::get_request;
+}
+/// Kinds whose payload travels in the datagrams (a get carries none: its length is what to fetch).
+inline constexpr bool carries_payload(msg_kind k) noexcept {
+  return k == msg_kind::medium_request || k == msg_kind::long_request || k == msg_kind::medium_reply ||
+         k == msg_kind::long_reply;
+}
+inline constexpr bool is_long(msg_kind k) noexcept { return k == msg_kind::long_request || k == msg_kind::long_reply; }
+
+struct datagram_header {
+  uint32_t magic;
+  uint8_t version;
+  uint8_t type;      // a datagram_type
+  uint8_t channel;   // data: the channel this datagram travels on
+  uint8_t reserved;
+  uint64_t job;      // the job id: a datagram of another job is dropped
+  uint32_t src_rank;
+  uint32_t dst_rank;
+  uint32_t seq;      // data: sequence number within (src, dst, channel)
+  /// For each channel of the reverse direction (dst -> src): every sequence
+  /// number below ack[c] has been delivered here...
+  uint32_t ack[channel_count];
+  uint32_t reserved2;
+  /// ...and bit i of held[c] says sequence ack[c] + i is held here, waiting
+  /// (selective acknowledgement: the sender need not send it again).
+  uint64_t held[channel_count];
+};
+static_assert(sizeof(datagram_header) == 56);
+
+struct message_header {
+  uint8_t kind;        // a msg_kind
+  uint8_t handler;
+  uint8_t nargs;
+  uint8_t src_slot;    // sending endpoint
+  uint8_t dst_slot;    // receiving endpoint
+  uint8_t reserved[3];
+  uint32_t msg_id;     // sequence number of the message's first fragment (reassembly key)
+  uint32_t reserved2;
+  uint32_t dst_state;  // the receiver's endpoint state the sender means (generation << 1 | 1); 0: any
+  uint32_t src_state;  // the sending endpoint's state (replies name it back)
+  uint64_t tag;        // the tag the message is sent with
+  uint64_t src_tag;    // the sending endpoint's own tag (a reply is sent with it)
+  uint32_t length;     // payload bytes of the whole message
+  uint32_t frag_offset;
+  uint64_t offset;     // long: destination segment offset; get: source offset; returned: original offset
+  uint64_t aux;        // get: destination offset at the requester; returned: reason | op << 8
+};
+static_assert(sizeof(message_header) == 64);
+
+inline constexpr unsigned max_args = 20;
+/// Bytes of headers before the arguments of a data datagram.
+inline constexpr size_t data_header_bytes = sizeof(datagram_header) + sizeof(message_header);
+/// Payload bytes that fit in one datagram of `mtu` bytes carrying `nargs` words.
+inline constexpr size_t fragment_room(size_t mtu, unsigned nargs) noexcept {
+  return mtu - data_header_bytes - 4 * nargs;
+}
+
+/// Why decode() refused a datagram.
+enum class refusal : uint8_t {
+  none = 0,
+  truncated,      // shorter than its headers, or its declared lengths
+  not_clump,      // wrong magic: not a clump datagram at all
+  wrong_version,  // a clump datagram of another wire version
+  other_job,      // another job's datagram
+  bad_rank,       // a source or destination rank outside the job, or not us
+  malformed,      // a field out of range
+};
+inline constexpr unsigned refusal_count = 7;
+
+const char* to_string(refusal r) noexcept;
+
+/// A datagram taken apart; pointers into the datagram's bytes.
+struct decoded {
+  datagram_header h;
+  message_header m;          // data only
+  uint32_t args[max_args];   // data only
+  const std::byte* payload;  // data only: this fragment's bytes
+  size_t payload_bytes;
+};
+
+/// Checks and takes apart `n` bytes received from the network for job `job`
+/// at rank `me` of `size`. Never reads outside [bytes, bytes + n).
+refusal decode(const std::byte* bytes, size_t n, uint64_t job, uint32_t me, uint32_t size, decoded& out) noexcept;
+
+/// Signed distance between sequence numbers a - b (wrap-around safe).
+inline constexpr int32_t seq_diff(uint32_t a, uint32_t b) noexcept { return static_cast<int32_t>(a - b); }
+
+}  // namespace clump::net
