@@ -28,6 +28,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <tuple>
 #include <type_traits>
 
@@ -135,6 +136,10 @@ struct network_stats {
 
 /// This process's network counters (takes the network's lock; not for hot loops).
 network_stats network_statistics() noexcept;
+
+/// This process's UDP address as "a.b.c.d:port", or "" when it has no
+/// network (every rank shares its node). For diagnostics and fault tests.
+std::string network_address();
 
 namespace detail {
 struct endpoint_impl;

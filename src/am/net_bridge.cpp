@@ -119,6 +119,12 @@ status send_net(endpoint_impl& from, am::remote_endpoint& to, shm::packet_kind k
 
 namespace clump {
 
+std::string network_address() {
+  am::process* p = am::process::existing();
+  net::network* net = p ? p->net() : nullptr;
+  return net ? net->address_text() : std::string();
+}
+
 network_stats network_statistics() noexcept {
   network_stats out{};
   am::process* p = am::process::existing();
