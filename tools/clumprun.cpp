@@ -1,6 +1,6 @@
 // clumprun: starts the P processes of one clump job on this machine.
 //
-//   clumprun -n P [-N NODES | --hosts H1,H2,... [--spawn TEMPLATE]] [--bind none|core] [--label]
+//   clumprun -n P [-N NODES | --hosts H1,H2,... [--spawn TEMPLATE]] [--bind none|core] [--label] [--keep-going]
 //            [--timeout SECONDS] [-v] prog [args...]
 //
 // Options stop at `prog`: everything after it belongs to the program. What
@@ -42,7 +42,7 @@ constexpr int exit_refused = 1;
 class usage_formatter : public CLI::Formatter {
  public:
   std::string make_usage(const CLI::App*, std::string) const override {
-    return "Usage: clumprun -n P [-N NODES | --hosts H1,H2,... [--spawn TEMPLATE]] [--bind none|core] [--label]\n"
+    return "Usage: clumprun -n P [-N NODES | --hosts H1,H2,... [--spawn TEMPLATE]] [--bind none|core] [--label] [--keep-going]\n"
            "                [--timeout SECONDS] [-v] PROG [ARGS...]\n";
   }
 };
@@ -95,6 +95,7 @@ int main(int argc, char** argv) {
   std::string ranks_text, bind_text, timeout_text;
   clumprun::node_request nodes;
   bool label = false;
+  bool keep_going = false;
   int verbose = 0;
   app.add_option("-n,--np", ranks_text, "number of processes (ranks) to start")->required()->type_name("P");
   app.add_option("-N,--nodes", nodes.nodes,
@@ -112,6 +113,9 @@ int main(int argc, char** argv) {
                  "when P <= cores, else none")
       ->type_name("none|core");
   app.add_flag("--label", label, "prefix every line of a rank's output with \"[rank] \"");
+  app.add_flag("--keep-going", keep_going,
+               "a rank that fails does not end the job: the others go on (messages to it come back unreachable); "
+               "the exit code is still the first failure's");
   app.add_option("--timeout", timeout_text, "end the job after SECONDS (exit code 124)")->type_name("SECONDS");
   app.add_flag("-v,--verbose", verbose, "say what clumprun decides and sees (binding, pids, nodes, exits); -v -v: more");
 
@@ -182,6 +186,7 @@ int main(int argc, char** argv) {
   o.argv = std::move(prog_argv);
   o.program = *executed;
   o.label = label;
+  o.keep_going = keep_going;
   o.verbose = verbose;
   o.timeout_seconds = timeout;
   o.nodes = std::move(*plan);

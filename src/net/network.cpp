@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include <clump/status.hpp>
@@ -30,7 +31,7 @@ struct network::send_entry {
   std::vector<std::byte> bytes;  // the encoded datagram, kept until acknowledged
   clock::time_point first_sent, last_sent;
   uint32_t transmissions = 0;
-  bool held = false;           // the receiver holds it (selective ack)
+  bool held = false;           // the receiver holds it (selective ack): probed, not resent
   bool last_fragment = false;  // the message's final fragment: stands for the message if it comes back
 };
 
@@ -344,7 +345,7 @@ void network::on_data(peer_state& p, int rank, const std::byte* bytes, size_t n,
   ++p.unacked;
   if (ahead == 0 && !rc.stalled && consume(p, rank, rc, d)) {
     ++rc.next;
-    drain_held(p, rank, rc);
+    drain_held(p, rank, rc, now);
   } else {
     // Early (a gap before it) or the am layer is full: keep a copy.
     if (ahead > 0) ++out_of_order_;
@@ -364,14 +365,15 @@ void network::on_data(peer_state& p, int rank, const std::byte* bytes, size_t n,
   if (p.unacked >= std::max<uint32_t>(1, cfg_.net_window / 4)) send_ack(p, rank);
 }
 
-void network::drain_held(peer_state& p, int rank, recv_channel& rc) noexcept {
+void network::drain_held(peer_state& p, int rank, recv_channel& rc, clock::time_point now) noexcept {
+  const uint32_t first = rc.next;
   while (!rc.at(rc.next).empty()) {
     std::vector<std::byte>& slot = rc.at(rc.next);
     decoded d;
     decode(slot.data(), slot.size(), job_, static_cast<uint32_t>(rank_), static_cast<uint32_t>(peers_.size()), d);
     if (!consume(p, rank, rc, d)) {
       rc.stalled = true;
-      return;
+      break;
     }
     rc.stalled = false;
     pool_.emplace_back();
@@ -379,7 +381,15 @@ void network::drain_held(peer_state& p, int rank, recv_channel& rc) noexcept {
     pool_.back().clear();
     ++rc.next;
   }
-  rc.stalled = false;
+  if (rc.next == first) return;
+  if (!rc.at(rc.next).empty()) rc.stalled = true;
+  // Delivered late: the sender must hear of it (it may be waiting on a full
+  // window of datagrams it knows we hold), so an ack is due.
+  if (!p.ack_due) {
+    p.ack_due = true;
+    p.ack_since = now;
+    next_timer_ = std::min(next_timer_, now + std::chrono::microseconds(cfg_.net_ack_delay_us));
+  }
 }
 
 bool network::consume(peer_state& /*p*/, int rank, recv_channel& rc, const decoded& d) noexcept {
@@ -437,7 +447,7 @@ void network::run_timers(clock::time_point now) noexcept {
     const int rank = static_cast<int>(r);
     for (unsigned c = 0; c < channel_count; ++c)
       if (p.in[c].stalled) {
-        drain_held(p, rank, p.in[c]);
+        drain_held(p, rank, p.in[c], now);
         if (p.in[c].stalled) next = std::min(next, now + stall_retry);
       }
     if (p.ack_due) {
@@ -454,8 +464,11 @@ void network::run_timers(clock::time_point now) noexcept {
       for (uint32_t s = sc.acked; s != sc.next_seq; ++s) {
         send_entry& e = sc.at(s);
         in_flight = true;
-        if (e.held) continue;
-        const double wait = std::min(max_rto_us, rto * static_cast<double>(1u << std::min<uint32_t>(e.transmissions - 1, 8)));
+        // A held datagram needs no resending, but it is probed now and then
+        // (an immediate ack comes back), so that a lost ack cannot leave the
+        // window closed.
+        const double backoff = static_cast<double>(1u << std::min<uint32_t>(e.transmissions - 1, 8));
+        const double wait = std::min(max_rto_us, rto * backoff * (e.held ? 8 : 1));
         auto due = e.last_sent + std::chrono::microseconds(static_cast<int64_t>(wait));
         if (due <= now) {
           ++retransmits_;
@@ -482,6 +495,7 @@ void network::declare_unreachable(peer_state& p, int rank, const char* why) noex
   core::log_error("rank %d at %s %s for %u ms (CLUMP_NET_TIMEOUT_MS); it is now unreachable: the messages it did "
                   "not acknowledge come back to handler 0 as unreachable, and new ones at once",
                   rank, udp_socket::to_text(p.addr).c_str(), why, cfg_.net_timeout_ms);
+  if (cfg_.verbose >= 2) dump_locked();
   p.unreachable = true;
   ++unreachable_;
   for (unsigned c = 0; c < channel_count; ++c) {
@@ -571,6 +585,39 @@ void network::service() noexcept {
     if (fds[1].revents & POLLIN) {
       uint64_t v;
       [[maybe_unused]] ssize_t n = ::read(event_fd_, &v, sizeof v);
+    }
+  }
+}
+
+void network::dump() noexcept {
+  std::lock_guard lock(mutex_);
+  dump_locked();
+}
+
+void network::dump_locked() noexcept {
+  const auto now = clock::now();
+  const udp_counters& u = socket_.counters();
+  uint64_t refused = 0;
+  for (uint64_t r : refused_) refused += r;
+  std::fprintf(stderr,
+               "network of rank %d: next timer in %.0f us, %zu give-backs; datagrams %llu out (%llu failed), %llu in "
+               "(%llu refused)\n",
+               rank_, next_timer_ == clock::time_point::max() ? -1.0 : micros(next_timer_ - now), give_backs_.size(),
+               static_cast<unsigned long long>(u.datagrams_sent), static_cast<unsigned long long>(u.send_errors),
+               static_cast<unsigned long long>(u.datagrams_received), static_cast<unsigned long long>(refused));
+  for (size_t r = 0; r < peers_.size(); ++r) {
+    if (!peers_[r]) continue;
+    const peer_state& p = *peers_[r];
+    std::fprintf(stderr, "  peer %zu%s: srtt %.0f us, rto %.0f us, heard %.0f us ago, ack due %d (%u)\n", r,
+                 p.unreachable ? " (unreachable)" : "", p.srtt_us, p.rto_us(cfg_.net_rto_min_us),
+                 micros(now - p.heard), p.ack_due, p.unacked);
+    for (unsigned c = 0; c < channel_count; ++c) {
+      const send_channel& sc = p.out[c];
+      const recv_channel& rc = p.in[c];
+      unsigned held = 0;
+      for (const auto& h : rc.held) held += !h.empty();
+      std::fprintf(stderr, "    ch %u out: acked %u next %u; in: next %u, %u held, stalled %d\n", c, sc.acked,
+                   sc.next_seq, rc.next, held, rc.stalled);
     }
   }
 }

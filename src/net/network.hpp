@@ -114,6 +114,8 @@ class network {
   void disarm() noexcept;
 
   statistics stats() const noexcept;
+  /// Writes the windows of every peer to stderr (for debugging: call it from gdb).
+  void dump() noexcept;
   std::string address_text() const { return socket_.address_text(); }
 
  private:
@@ -128,11 +130,12 @@ class network {
   void on_data(peer_state& p, int rank, const std::byte* bytes, size_t n, const decoded& d,
                clock::time_point now) noexcept;
   bool consume(peer_state& p, int rank, recv_channel& rc, const decoded& d) noexcept;
-  void drain_held(peer_state& p, int rank, recv_channel& rc) noexcept;
+  void drain_held(peer_state& p, int rank, recv_channel& rc, clock::time_point now) noexcept;
   void transmit(peer_state& p, int rank, send_entry& e, clock::time_point now) noexcept;
   void send_ack(peer_state& p, int rank) noexcept;
   void fill_acks(peer_state& p, datagram_header& h) const noexcept;
   void run_timers(clock::time_point now) noexcept;
+  void dump_locked() noexcept;
   void declare_unreachable(peer_state& p, int rank, const char* why) noexcept;
   void offer_give_backs() noexcept;
   void service() noexcept;

@@ -511,9 +511,9 @@ int scenario_worker(clump::runtime& rt) {
 // ---- a peer that has exited -------------------------------------------------
 
 int scenario_dead_peer(clump::runtime& rt) {
-  // Rank 1 leaves without a word; rank 0 keeps sending to it. Once its queue
-  // is full, rank 0 must notice the process is gone and get its messages
-  // back as unreachable, instead of waiting forever.
+  // The last rank leaves without a word; the others keep sending to it. Once
+  // its queue (or window) is full, they must notice the process is gone and
+  // get their messages back as unreachable, instead of waiting forever.
   clump::endpoint& ep = rt.endpoint();
   int unreachable = 0, other = 0;
   ep.on_returned([&](const clump::returned_message& m) {
@@ -521,21 +521,23 @@ int scenario_dead_peer(clump::runtime& rt) {
     else ++other;
   });
   auto sink = ep.on_request([&](clump::token&, uint32_t) {});
-  pid_t pids[2] = {};
+  const int victim = rt.size() - 1;
+  std::vector<pid_t> pids(static_cast<size_t>(rt.size()));
   pid_t me = getpid();
-  rt.allgather(&me, pids, sizeof me);
+  rt.allgather(&me, pids.data(), sizeof me);
   rt.barrier();
-  if (rt.rank() == 1) {
+  if (rt.rank() == victim) {
     std::fflush(nullptr);
     std::_Exit(0);  // no barrier, no goodbye
   }
   // Wait (bounded) until the process is gone and reaped by clumprun.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (kill(pids[1], 0) == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
-  CHECK(kill(pids[1], 0) != 0, "rank 1 did not go away");
+  const pid_t gone = pids[static_cast<size_t>(victim)];
+  while (kill(gone, 0) == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  CHECK(kill(gone, 0) != 0, "rank %d did not go away", victim);
   const int sends = 3000;
   const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < sends; ++i) CHECK(ep.request(1, sink, static_cast<uint32_t>(i)) == clump::status::ok, "send %d", i);
+  for (int i = 0; i < sends; ++i) CHECK(ep.request(victim, sink, static_cast<uint32_t>(i)) == clump::status::ok, "send %d", i);
   rt.bundle().poll();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("dead peer: %d of %d sends came back unreachable in %.2f s (the rest filled its queue)\n", unreachable,
@@ -545,7 +547,62 @@ int scenario_dead_peer(clump::runtime& rt) {
   CHECK(unreachable >= sends - 1024, "only %d came back", unreachable);
   CHECK(secs < 20, "took %.1f s", secs);
   std::fflush(nullptr);
-  std::_Exit(failures ? 1 : 0);  // the runtime's final barrier would wait for rank 1
+  std::_Exit(failures ? 1 : 0);  // the runtime's final barrier would wait for the victim
+}
+
+// ---- a peer on another node that is killed ---------------------------------
+
+int scenario_killed(clump::runtime& rt) {
+  // The last rank (on the last node) is killed with SIGKILL while the others
+  // send it requests that it answers. Run with clumprun --keep-going: the
+  // others must get their messages back as unreachable (not hang), then get
+  // every new send back at once, and go on.
+  clump::endpoint& ep = rt.endpoint();
+  const int victim = rt.size() - 1;
+  int unreachable = 0, other = 0, replies = 0;
+  std::vector<int> handled(static_cast<size_t>(rt.size()));
+  ep.on_returned([&](const clump::returned_message& m) {
+    if (m.reason == clump::return_reason::unreachable) ++unreachable;
+    else ++other;
+  });
+  auto pong = ep.on_reply([&](clump::token&, uint32_t) { ++replies; });
+  auto ping = ep.on_request([&](clump::token& t, uint32_t i) {
+    ++handled[static_cast<size_t>(t.source().rank)];
+    t.reply(pong, i);
+  });
+  rt.barrier();
+  if (rt.rank() == victim) {
+    // Killed once every other rank has had some answers.
+    auto all_served = [&] {
+      for (int r = 0; r < victim; ++r)
+        if (handled[static_cast<size_t>(r)] < 20) return false;
+      return true;
+    };
+    while (!all_served()) rt.bundle().poll();
+    std::fflush(nullptr);
+    ::raise(SIGKILL);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  uint32_t sent = 0;
+  while (unreachable == 0 && std::chrono::steady_clock::now() < deadline) {
+    CHECK(ep.request(victim, ping, sent++) == clump::status::ok, "send");
+    rt.bundle().poll();
+  }
+  CHECK(unreachable > 0, "nothing came back from the killed rank within 60 s");
+  // Every later send fails fast.
+  const int before = unreachable;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 100; ++i) CHECK(ep.request(victim, ping, sent++) == clump::status::ok, "send after");
+  rt.bundle().poll();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(unreachable - before == 100, "%d of 100 later sends came back", unreachable - before);
+  CHECK(secs < 1, "later sends took %.2f s to come back", secs);
+  CHECK(other == 0, "%d came back for another reason", other);
+  CHECK(replies > 0, "no reply before the kill");
+  std::printf("killed peer: rank %d got %d replies, then %d messages back unreachable\n", rt.rank(), replies,
+              unreachable);
+  std::fflush(nullptr);
+  std::_Exit(failures ? 1 : 0);  // no final barrier: the victim cannot join it
 }
 
 }  // namespace
@@ -567,7 +624,8 @@ int main(int argc, char** argv) {
   else if (what == "storm") failed = scenario_storm(rt, arg);
   else if (what == "idle") failed = rt.size() >= 2 ? scenario_idle(rt) : (std::fprintf(stderr, "idle needs 2 ranks\n"), 1);
   else if (what == "worker") failed = rt.size() >= 2 ? scenario_worker(rt) : (std::fprintf(stderr, "worker needs 2 ranks\n"), 1);
-  else if (what == "dead_peer") failed = rt.size() == 2 ? scenario_dead_peer(rt) : (std::fprintf(stderr, "dead_peer needs 2 ranks\n"), 1);
+  else if (what == "dead_peer") failed = rt.size() >= 2 ? scenario_dead_peer(rt) : (std::fprintf(stderr, "dead_peer needs 2 ranks\n"), 1);
+  else if (what == "killed") failed = rt.size() >= 2 ? scenario_killed(rt) : (std::fprintf(stderr, "killed needs 2 ranks\n"), 1);
   else if (what == "parallel") failed = scenario_parallel(rt, arg, argc > 3 ? std::atoi(argv[3]) : 2000);
   else {
     std::fprintf(stderr, "unknown scenario %s\n", what.c_str());

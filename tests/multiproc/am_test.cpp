@@ -6,43 +6,19 @@
 
 #include <gtest/gtest.h>
 
-#include <dirent.h>
 
 #include <string>
 #include <vector>
 
-#include "run_cmd.hpp"
+#include "am_job.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
 using clump::test::cmd_result;
+using clump::test::job;
 using clump::test::run_cmd;
 
-std::vector<std::string> dev_shm_entries() {
-  std::vector<std::string> names;
-  if (DIR* d = opendir("/dev/shm")) {
-    while (dirent* e = readdir(d))
-      if (std::string(e->d_name).find("clump") != std::string::npos) names.push_back(e->d_name);
-    closedir(d);
-  }
-  return names;
-}
-
-cmd_result job(int ranks, std::vector<std::string> args, std::vector<std::string> env = {},
-               std::vector<std::string> launcher_options = {}) {
-  std::vector<std::string> argv{CLUMPRUN, "-n", std::to_string(ranks), "--timeout", "120"};
-  argv.insert(argv.end(), launcher_options.begin(), launcher_options.end());
-  argv.push_back(AM_CONFORMANCE);
-  argv.insert(argv.end(), args.begin(), args.end());
-  env.push_back("CLUMP_SEGMENT_SIZE=8M");
-  auto before = dev_shm_entries();
-  cmd_result r = run_cmd(argv, 150s, env);
-  EXPECT_EQ(dev_shm_entries(), before) << "the job left files in /dev/shm";
-  return r;
-}
-
-#define EXPECT_JOB_OK(r) EXPECT_EQ((r).exit_code, 0) << (r).output
 
 class kinds : public ::testing::TestWithParam<int> {};
 

@@ -83,6 +83,7 @@ class job_runner {
   // A rank that has exited cannot contribute any more: if others wait for it
   // (at the rendezvous or in a collective), they would wait forever.
   void check_stuck();
+  void rank_failed(int code, const std::string& what);
   void read_signals();
   // Acts on the deadlines that have passed; returns false when clumprun
   // should stop waiting for its ranks.

@@ -233,7 +233,7 @@ void job_runner::signal_all(int sig) {
 void job_runner::end_job(int code, const std::string& message, bool politely) {
   if (ending_) return;
   ending_ = true;
-  exit_code_ = code;
+  if (exit_code_ == 0) exit_code_ = code;  // --keep-going may have recorded an earlier failure
   if (!message.empty()) say(message);
   auto now = steady::now();
   if (politely) {
@@ -302,14 +302,23 @@ void job_runner::on_rank_exit(rank_proc& rp, int st) {
     check_stuck();
   } else if (WIFEXITED(st)) {
     if (ending_ && o_.verbose) say(fmt::format("{} exited with code {}", who, WEXITSTATUS(st)));
-    end_job(WEXITSTATUS(st), fmt::format("{} exited with code {}; ending the job", who, WEXITSTATUS(st)));
+    rank_failed(WEXITSTATUS(st), fmt::format("{} exited with code {}", who, WEXITSTATUS(st)));
   } else if (WIFSIGNALED(st)) {
     int sig = WTERMSIG(st);
     std::string how = fmt::format("{} was killed by signal {} ({}){}", who, sig, ::strsignal(sig),
                                   WCOREDUMP(st) ? ", core dumped" : "");
     if (ending_ && o_.verbose) say(how);
-    end_job(128 + sig, how + "; ending the job");
+    rank_failed(128 + sig, how);
   }
+}
+
+// A rank failed: end the job, or with --keep-going let the others go on
+// (they find it unreachable) and report the first failure's code at the end.
+void job_runner::rank_failed(int code, const std::string& what) {
+  if (!o_.keep_going || ending_) return end_job(code, what + "; ending the job");
+  say(what + "; the other ranks go on (--keep-going)");
+  if (exit_code_ == 0) exit_code_ = code;
+  check_stuck();
 }
 
 // "rank 3" or "ranks 0, 2, 5": the ranks that satisfy `pred`, at most 8 named.

@@ -21,6 +21,7 @@ struct launch_options {
   std::vector<std::string> argv;  ///< the program's arguments; argv[0] as the user wrote it
   std::string program;            ///< the resolved path that is executed: PROG, or the spawn template's first word
   bool label = false;
+  bool keep_going = false;  ///< a failed rank does not end the job (its exit code is still reported)
   int verbose = 0;
   double timeout_seconds = 0;              ///< 0: no limit
   std::vector<cpu_set_t> cpu_sets;         ///< one per rank, or empty: do not bind

@@ -1,0 +1,110 @@
+// The AM conformance suite again, over the network protocol: every rank over
+// UDP (CLUMP_PROTOCOL=net, the papers' NOW), and emulated nodes (-N 2, -N 4)
+// where traffic crosses shared memory and the network at once; then the same
+// with 10% of the datagrams dropped, 5% duplicated and 5% reordered in each
+// direction. Every scenario checks that every message arrives exactly once
+// with its payload byte-exact; the job's timeout catches a hang. Also: a rank
+// on another node killed mid-traffic.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "am_job.hpp"
+
+namespace {
+
+using clump::test::cmd_result;
+using clump::test::job;
+
+struct setup {
+  const char* name;
+  std::vector<std::string> env;
+  std::vector<std::string> launcher;  // clumprun options
+  int nodes;
+};
+
+void PrintTo(const setup& s, std::ostream* os) { *os << s.name; }
+
+const char* const lossy = "CLUMP_NET_FAULT=drop=0.1,dup=0.05,reorder=0.05,seed=7";
+
+const setup setups[] = {
+    {"net", {"CLUMP_PROTOCOL=net"}, {}, 1},
+    {"nodes2", {}, {"-N", "2"}, 2},
+    {"nodes4", {}, {"-N", "4"}, 4},
+    {"lossy_net", {"CLUMP_PROTOCOL=net", lossy}, {}, 1},
+    {"lossy_nodes2", {lossy}, {"-N", "2"}, 2},
+};
+
+class over_net : public ::testing::TestWithParam<setup> {
+ protected:
+  /// Runs `args` on max(ranks, nodes) ranks with the setup's settings plus `env`.
+  cmd_result run(int ranks, std::vector<std::string> args, std::vector<std::string> env = {},
+                 std::vector<std::string> launcher = {}) {
+    const setup& s = GetParam();
+    env.insert(env.end(), s.env.begin(), s.env.end());
+    launcher.insert(launcher.end(), s.launcher.begin(), s.launcher.end());
+    return job(std::max(ranks, s.nodes), std::move(args), env, launcher);
+  }
+};
+
+TEST_P(over_net, every_message_kind_at_its_limits_arrives_byte_exact) { EXPECT_JOB_OK(run(3, {"kinds"})); }
+
+TEST_P(over_net, long_messages_to_private_segments_arrive_byte_exact) { EXPECT_JOB_OK(run(3, {"private"})); }
+
+TEST_P(over_net, undeliverable_messages_return_to_handler_0_with_the_reason) { EXPECT_JOB_OK(run(3, {"errors"})); }
+
+TEST_P(over_net, many_to_one_flood_arrives_exactly_once) {
+  auto r = run(4, {"flood", "3000"}, {}, {"--bind", "none"});
+  EXPECT_JOB_OK(r);
+  EXPECT_NE(r.output.find("arrived exactly once"), std::string::npos) << r.output;
+}
+
+TEST_P(over_net, request_storm_with_tiny_queues_and_windows_does_not_deadlock) {
+  EXPECT_JOB_OK(run(3, {"storm", "1000"},
+                    {"CLUMP_SHM_QUEUE_DEPTH=16", "CLUMP_SHM_MEDIUM_RING=16K", "CLUMP_MAX_MEDIUM=8K", "CLUMP_NET_WINDOW=4"},
+                    {"--bind", "none"}));
+}
+
+TEST_P(over_net, several_threads_send_and_poll_one_bundle) { EXPECT_JOB_OK(run(2, {"parallel", "3", "2000"})); }
+
+TEST_P(over_net, a_worker_threads_bundle_is_served_while_the_main_thread_waits_in_barriers) {
+  EXPECT_JOB_OK(run(2, {"worker"}));
+}
+
+TEST_P(over_net, an_idle_wait_sleeps_on_both_protocols_and_wakes_for_a_datagram) {
+  auto r = run(2, {"idle"});
+  EXPECT_JOB_OK(r);
+  EXPECT_NE(r.output.find("idle wait:"), std::string::npos) << r.output;
+}
+
+TEST_P(over_net, sends_to_an_exited_process_come_back_unreachable) {
+  auto r = run(2, {"dead_peer"}, {"CLUMP_NET_TIMEOUT_MS=2000"});
+  EXPECT_JOB_OK(r);
+  EXPECT_NE(r.output.find("came back unreachable"), std::string::npos) << r.output;
+}
+
+TEST_P(over_net, a_killed_peer_comes_back_unreachable_and_the_others_go_on) {
+  auto r = run(3, {"killed"}, {"CLUMP_NET_TIMEOUT_MS=1000"}, {"--keep-going"});
+  // The job reports the killed rank (128 + SIGKILL); the others finished their checks.
+  EXPECT_EQ(r.exit_code, 137) << r.output;
+  EXPECT_NE(r.output.find("was killed by signal 9"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("killed peer: rank 0 got"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("checks failed"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("exited with code 1"), std::string::npos) << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(protocols, over_net, ::testing::ValuesIn(setups),
+                         [](const ::testing::TestParamInfo<setup>& i) { return std::string(i.param.name); });
+
+TEST(killed_peer, without_keep_going_the_job_ends_with_a_clear_error) {
+  auto r = job(2, {"killed"}, {"CLUMP_NET_TIMEOUT_MS=1000"}, {"-N", "2"});
+  EXPECT_EQ(r.exit_code, 137) << r.output;
+  EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("killed by signal 9 (Killed); ending the job"), std::string::npos) << r.output;
+}
+
+}  // namespace
