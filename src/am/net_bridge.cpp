@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/log.hpp"
+#include "core/settings.hpp"
 #include "shm/queue.hpp"
 
 namespace clump::am {
@@ -44,6 +45,15 @@ bool net_sink::deliver(int peer, const net::message_header& m, const uint32_t* a
     return true;
   };
   if (!own || !(state & 1u) || (m.dst_state && m.dst_state != state)) return refuse(return_reason::bad_endpoint);
+  // The progress thread's "network processor" service: a get is answered
+  // at once from the segment, even while the program computes without
+  // polling (its tag is checked as dispatch would).
+  if (kind == msg_kind::get_request && core::settings().progress_thread) {
+    // Relaxed: our own tag, written by this process.
+    const tag_t mine = own->view.header->tag.load(std::memory_order_relaxed);
+    if (mine != tag_all && (mine == tag_none || mine != m.tag)) return refuse(return_reason::bad_tag);
+    if (p_.serve_get(peer, m, args)) return true;
+  }
   const shm::queue_ref& q = request ? own->view.request : own->view.reply;
   const bool medium = kind == msg_kind::medium_request || kind == msg_kind::medium_reply;
   if (medium && 2 * shm::lines_for_bytes(m.length) > q.ring_lines) return refuse(return_reason::bad_length);

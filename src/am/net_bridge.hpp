@@ -19,6 +19,7 @@ class net_sink final : public net::sink {
   void write_long(int peer, const net::message_header& m, const std::byte* data, size_t n) noexcept override;
   bool deliver(int peer, const net::message_header& m, const uint32_t* args, const std::byte* payload) noexcept override;
   bool give_back(int peer, const net::message_header& m, const uint32_t* args) noexcept override;
+  void after_poll() noexcept override { p_.send_deferred(); }
 
  private:
   process& p_;

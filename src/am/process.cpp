@@ -95,20 +95,50 @@ process::process() {
   });
 }
 
-unsigned process::poll_network() noexcept {
-  if (!net_) return 0;
-  const unsigned n = net_->poll();
-  // Relaxed: a hint; the list is read under its mutex.
-  if (has_net_returns_.load(std::memory_order_relaxed)) {
-    std::lock_guard lock(net_returns_mutex_);
-    auto keep = std::remove_if(net_returns_.begin(), net_returns_.end(), [&](net_return& r) {
-      uint32_t done = 0;
-      return net_->send(r.peer, r.m, r.args, nullptr, done) != status::in_use;
-    });
-    net_returns_.erase(keep, net_returns_.end());
-    has_net_returns_.store(!net_returns_.empty(), std::memory_order_relaxed);
+unsigned process::poll_network() noexcept { return net_ ? net_->poll() : 0; }
+
+void process::send_deferred() noexcept {
+  // Relaxed: a hint; the lists are read under their mutex.
+  if (!has_net_work_.load(std::memory_order_relaxed)) return;
+  std::lock_guard lock(net_returns_mutex_);
+  auto sent = [&](net_return& r) {
+    uint32_t done = r.done;
+    const status s = net_->send(r.peer, r.m, r.args, r.data.empty() ? nullptr : r.data.data(), done);
+    r.done = done;
+    return s != status::in_use;  // sent, or the peer is unreachable (nobody left to tell)
+  };
+  net_returns_.erase(std::remove_if(net_returns_.begin(), net_returns_.end(), sent), net_returns_.end());
+  has_net_work_.store(!net_returns_.empty(), std::memory_order_relaxed);
+}
+
+bool process::serve_get(int peer, const net::message_header& m, const uint32_t* args) noexcept {
+  // The answer of a get is a long reply with the bytes of our segment; the
+  // requester's handler runs when it arrives. Copied now (the segment lock
+  // cannot be held while sending: the network takes it under its own lock).
+  net_return r{};
+  r.peer = peer;
+  {
+    std::lock_guard lock(segments_mutex_);
+    if (m.dst_slot >= slot_segments_.size()) return false;
+    const slot_segment& s = slot_segments_[m.dst_slot];
+    if (!s.base || m.offset > s.length || m.length > s.length - m.offset) return false;
+    r.data.assign(s.base + m.offset, s.base + m.offset + m.length);
   }
-  return n;
+  r.m.kind = static_cast<uint8_t>(net::msg_kind::long_reply);
+  r.m.handler = m.handler;
+  r.m.nargs = m.nargs;
+  r.m.src_slot = m.dst_slot;
+  r.m.dst_slot = m.src_slot;
+  r.m.dst_state = m.src_state;
+  r.m.src_state = m.dst_state;
+  r.m.tag = m.src_tag;
+  r.m.length = m.length;
+  r.m.offset = m.aux;  // where the requester wants the bytes
+  std::memcpy(r.args, args, 4u * std::min<unsigned>(m.nargs, net::max_args));
+  std::lock_guard lock(net_returns_mutex_);
+  net_returns_.push_back(std::move(r));
+  has_net_work_.store(true, std::memory_order_relaxed);
+  return true;
 }
 
 void process::defer_net_return(int peer, const net::message_header& m, const uint32_t* args, uint8_t reason) noexcept {
@@ -127,8 +157,8 @@ void process::defer_net_return(int peer, const net::message_header& m, const uin
   r.m.aux = reason | (static_cast<uint64_t>(detail::op_of(static_cast<shm::packet_kind>(m.kind))) << 8);
   std::memcpy(r.args, args, 4u * std::min<unsigned>(m.nargs, net::max_args));
   std::lock_guard lock(net_returns_mutex_);
-  net_returns_.push_back(r);
-  has_net_returns_.store(true, std::memory_order_relaxed);
+  net_returns_.push_back(std::move(r));
+  has_net_work_.store(true, std::memory_order_relaxed);
 }
 
 void process::set_slot_segment(uint32_t slot, std::byte* base, size_t length) noexcept {

@@ -87,6 +87,12 @@ class process {
   /// A message from the network to return to its sender, over the network
   /// (sent after the poll that found it).
   void defer_net_return(int peer, const net::message_header& m, const uint32_t* args, uint8_t reason) noexcept;
+  /// Answers get request `m` from the network at once, from our segment,
+  /// without waiting for a poll (CLUMP_PROGRESS=thread); false when it does
+  /// not fit the segment (it then takes the normal path and comes back).
+  bool serve_get(int peer, const net::message_header& m, const uint32_t* args) noexcept;
+  /// Sends what the network's deliveries left to send (returns, get answers).
+  void send_deferred() noexcept;
 
   /// The progress function for a boot collective called by the thread that
   /// owns bundle `b`: polls `b` (only: other bundles may belong to other
@@ -118,14 +124,16 @@ class process {
   };
   std::mutex segments_mutex_;  // guards slot_segments_: written by endpoints, read by any network poller
   std::vector<slot_segment> slot_segments_;
-  struct net_return {
+  struct net_return {  // a returned message or a get's answer, to send over the network
     int peer;
     net::message_header m;
     uint32_t args[net::max_args];
+    std::vector<std::byte> data;  // a get's answer
+    uint32_t done = 0;            // payload bytes handed to the network so far
   };
   std::mutex net_returns_mutex_;
   std::vector<net_return> net_returns_;
-  std::atomic<bool> has_net_returns_{false};
+  std::atomic<bool> has_net_work_{false};
 };
 
 }  // namespace clump::am

@@ -216,14 +216,24 @@ void network::send_ack(peer_state& p, int rank) noexcept {
 // ---- receiving --------------------------------------------------------------
 
 unsigned network::poll() noexcept {
-  std::unique_lock lock(mutex_, std::try_to_lock);
-  if (!lock.owns_lock()) return 0;
-  return poll_locked(clock::now());
+  unsigned n = 0;
+  {
+    std::unique_lock lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return 0;
+    n = poll_locked(clock::now());
+  }
+  if (sink_) sink_->after_poll();
+  return n;
 }
 
 unsigned network::poll_blocking() noexcept {
-  std::lock_guard lock(mutex_);
-  return poll_locked(clock::now());
+  unsigned n = 0;
+  {
+    std::lock_guard lock(mutex_);
+    n = poll_locked(clock::now());
+  }
+  if (sink_) sink_->after_poll();
+  return n;
 }
 
 unsigned network::poll_locked(clock::time_point now) noexcept {
@@ -573,6 +583,7 @@ void network::service() noexcept {
         poll_locked(clock::now());
         next = next_timer_;
       }
+      sink_->after_poll();
       const auto now = clock::now();
       const auto wait = next <= now ? clock::duration::zero()
                                     : std::min<clock::duration>(next - now, std::chrono::milliseconds(100));

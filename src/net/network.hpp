@@ -66,6 +66,9 @@ class sink {
   /// A message sent to `peer` that will never be delivered (the peer is
   /// unreachable). False: no room now; it is offered again later.
   virtual bool give_back(int peer, const message_header& m, const uint32_t* args) noexcept = 0;
+  /// Called after every poll, without the network's lock, in the polling
+  /// thread: the place to send what deliver() could only note down.
+  virtual void after_poll() noexcept {}
 };
 
 struct statistics {

@@ -550,6 +550,48 @@ int scenario_dead_peer(clump::runtime& rt) {
   std::_Exit(failures ? 1 : 0);  // the runtime's final barrier would wait for the victim
 }
 
+// ---- remote reads while the owner computes ------------------------------------
+
+int scenario_progress(clump::runtime& rt, bool thread) {
+  // Rank 1 computes for 3 s without polling; rank 0 reads from its segment
+  // meanwhile. With CLUMP_PROGRESS=thread the progress thread answers the
+  // gets at once (Split-C's network processor); without it they wait until
+  // rank 1 polls again.
+  clump::endpoint& ep = rt.endpoint();
+  constexpr int reads = 20;
+  constexpr size_t piece = 4096;
+  int ok = 0, bad = 0;
+  auto got = ep.on_reply([&](clump::token&, std::span<const std::byte> p, uint32_t i) {
+    (p.size() == piece && payload_ok(p, 77 + i) ? ok : bad)++;
+  });
+  for (uint32_t i = 0; i < reads; ++i) {
+    auto mine = make_payload(piece, 77 + i);
+    std::memcpy(ep.segment().data() + i * piece, mine.data(), piece);
+  }
+  rt.barrier();
+  if (rt.rank() == 1) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    volatile uint64_t work = 0;
+    while (std::chrono::steady_clock::now() < until) work = work + 1;  // no poll in here
+  } else if (rt.rank() == 0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (uint32_t i = 0; i < reads; ++i)
+      CHECK(ep.get(1, got, i * piece, (1 << 20) + i * piece, piece, i) == clump::status::ok, "get %u", i);
+    const auto deadline = t0 + std::chrono::seconds(10);
+    while (ok + bad < reads && std::chrono::steady_clock::now() < deadline) rt.bundle().poll();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("progress: %d of %d reads answered in %.3f s while the owner computed for 3 s (%s)\n", ok, reads,
+                secs, thread ? "progress thread" : "polling only");
+    CHECK(ok == reads && bad == 0, "%d reads right, %d wrong", ok, bad);
+    if (thread)
+      CHECK(secs < 1.5, "the progress thread did not answer while the owner computed (%.2f s)", secs);
+    else
+      CHECK(secs > 2, "answered in %.2f s although the owner did not poll", secs);
+  }
+  rt.barrier();
+  return failures;
+}
+
 // ---- a peer on another node that is killed ---------------------------------
 
 int scenario_killed(clump::runtime& rt) {
@@ -625,6 +667,7 @@ int main(int argc, char** argv) {
   else if (what == "idle") failed = rt.size() >= 2 ? scenario_idle(rt) : (std::fprintf(stderr, "idle needs 2 ranks\n"), 1);
   else if (what == "worker") failed = rt.size() >= 2 ? scenario_worker(rt) : (std::fprintf(stderr, "worker needs 2 ranks\n"), 1);
   else if (what == "dead_peer") failed = rt.size() >= 2 ? scenario_dead_peer(rt) : (std::fprintf(stderr, "dead_peer needs 2 ranks\n"), 1);
+  else if (what == "progress") failed = rt.size() >= 2 ? scenario_progress(rt, arg == 1) : (std::fprintf(stderr, "progress needs 2 ranks\n"), 1);
   else if (what == "killed") failed = rt.size() >= 2 ? scenario_killed(rt) : (std::fprintf(stderr, "killed needs 2 ranks\n"), 1);
   else if (what == "parallel") failed = scenario_parallel(rt, arg, argc > 3 ? std::atoi(argv[3]) : 2000);
   else {

@@ -37,6 +37,7 @@ const setup setups[] = {
     {"nodes4", {}, {"-N", "4"}, 4},
     {"lossy_net", {"CLUMP_PROTOCOL=net", lossy}, {}, 1},
     {"lossy_nodes2", {lossy}, {"-N", "2"}, 2},
+    {"nodes2_progress_thread", {"CLUMP_PROGRESS=thread"}, {"-N", "2"}, 2},
 };
 
 class over_net : public ::testing::TestWithParam<setup> {
@@ -99,6 +100,17 @@ TEST_P(over_net, a_killed_peer_comes_back_unreachable_and_the_others_go_on) {
 
 INSTANTIATE_TEST_SUITE_P(protocols, over_net, ::testing::ValuesIn(setups),
                          [](const ::testing::TestParamInfo<setup>& i) { return std::string(i.param.name); });
+
+TEST(progress_thread, answers_remote_reads_while_the_owner_computes_without_polling) {
+  auto r = job(2, {"progress", "1"}, {"CLUMP_PROGRESS=thread"}, {"-N", "2"});
+  EXPECT_JOB_OK(r);
+  EXPECT_NE(r.output.find("20 of 20 reads answered"), std::string::npos) << r.output;
+}
+
+TEST(progress_thread, without_it_remote_reads_wait_for_the_owners_next_poll) {
+  auto r = job(2, {"progress", "0"}, {}, {"-N", "2"});
+  EXPECT_JOB_OK(r);
+}
 
 TEST(killed_peer, without_keep_going_the_job_ends_with_a_clear_error) {
   auto r = job(2, {"killed"}, {"CLUMP_NET_TIMEOUT_MS=1000"}, {"-N", "2"});
