@@ -24,3 +24,18 @@ target_compile_definitions(am_net_test PRIVATE
   AM_CONFORMANCE="$<TARGET_FILE:am_conformance>")
 add_dependencies(am_net_test clumprun am_conformance)
 gtest_discover_tests(am_net_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 180 LABELS "multiproc;net")
+
+# The AM suite across real network namespaces (separate hosts: their own
+# addresses, veth links, no shared memory between hosts). Needs root; skipped
+# (77) where namespaces cannot be made.
+add_test(NAME netns_am_every_kind_across_two_hosts
+  COMMAND ${netns_run} -n 4 $<TARGET_FILE:am_conformance> kinds)
+add_test(NAME netns_am_flood_across_three_hosts
+  COMMAND ${PROJECT_SOURCE_DIR}/tests/netns/run --hosts 3 --clumprun $<TARGET_FILE:clumprun> -- -n 6 --bind none
+          $<TARGET_FILE:am_conformance> flood 2000)
+add_test(NAME netns_am_storm_with_netem_loss
+  COMMAND ${PROJECT_SOURCE_DIR}/tests/netns/run --netem "loss 2% duplicate 1% reorder 5% delay 200us"
+          --clumprun $<TARGET_FILE:clumprun> -- -n 4 --bind none $<TARGET_FILE:am_conformance> storm 500)
+set_tests_properties(netns_am_every_kind_across_two_hosts netns_am_flood_across_three_hosts netns_am_storm_with_netem_loss
+  PROPERTIES LABELS "multiproc;netns;net" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE TIMEOUT 120
+             ENVIRONMENT "CLUMP_SEGMENT_SIZE=8M")
