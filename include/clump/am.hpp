@@ -127,9 +127,10 @@ struct network_stats {
   uint64_t stalls;                              ///< deliveries that waited for room in a full queue
   /// Datagrams refused and dropped, never delivered: shorter than their
   /// headers say, not clump's, another wire-format version, another job, a
-  /// rank outside the job, or a field out of range.
+  /// rank outside the job, a field out of range, or not from the address of
+  /// the rank they name.
   uint64_t refused_truncated, refused_foreign, refused_version, refused_other_job, refused_bad_rank,
-      refused_malformed;
+      refused_malformed, refused_source;
   uint64_t fault_dropped, fault_duplicated, fault_reordered, fault_delayed;  ///< CLUMP_NET_FAULT at work
   uint64_t peers_unreachable;                   ///< peers declared unreachable
 };

@@ -158,6 +158,7 @@ network_stats network_statistics() noexcept {
   out.refused_other_job = refused(refusal::other_job);
   out.refused_bad_rank = refused(refusal::bad_rank);
   out.refused_malformed = refused(refusal::malformed);
+  out.refused_source = refused(refusal::wrong_source);
   out.fault_dropped = s.fault_dropped;
   out.fault_duplicated = s.fault_duplicated;
   out.fault_reordered = s.fault_reordered;

@@ -98,17 +98,28 @@ process::process() {
 unsigned process::poll_network() noexcept { return net_ ? net_->poll() : 0; }
 
 void process::send_deferred() noexcept {
-  // Relaxed: a hint; the lists are read under their mutex.
+  // Relaxed: a hint; the list is read under its mutex.
   if (!has_net_work_.load(std::memory_order_relaxed)) return;
-  std::lock_guard lock(net_returns_mutex_);
+  // Take the list and send without its mutex: a poll holding the network's
+  // lock may be adding to it (lock order: network, then this list).
+  std::vector<net_return> work;
+  {
+    std::lock_guard lock(net_returns_mutex_);
+    work.swap(net_returns_);
+    has_net_work_.store(false, std::memory_order_relaxed);
+  }
   auto sent = [&](net_return& r) {
     uint32_t done = r.done;
     const status s = net_->send(r.peer, r.m, r.args, r.data.empty() ? nullptr : r.data.data(), done);
     r.done = done;
     return s != status::in_use;  // sent, or the peer is unreachable (nobody left to tell)
   };
-  net_returns_.erase(std::remove_if(net_returns_.begin(), net_returns_.end(), sent), net_returns_.end());
-  has_net_work_.store(!net_returns_.empty(), std::memory_order_relaxed);
+  work.erase(std::remove_if(work.begin(), work.end(), sent), work.end());
+  if (work.empty()) return;
+  std::lock_guard lock(net_returns_mutex_);
+  // What is left goes first next time: replies keep their order.
+  net_returns_.insert(net_returns_.begin(), std::make_move_iterator(work.begin()), std::make_move_iterator(work.end()));
+  has_net_work_.store(true, std::memory_order_relaxed);
 }
 
 bool process::serve_get(int peer, const net::message_header& m, const uint32_t* args) noexcept {

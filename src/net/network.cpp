@@ -113,11 +113,6 @@ void network::start(uint64_t job, int rank, std::span<const std::vector<std::byt
                  cfg_.net_mtu, cfg_.net_window, cfg_.progress_thread ? "progress thread" : "polled");
 }
 
-bool network::reachable(int peer) const noexcept {
-  std::lock_guard lock(mutex_);
-  return peer >= 0 && static_cast<size_t>(peer) < peers_.size() && peers_[peer] && !peers_[peer]->unreachable;
-}
-
 // ---- sending ----------------------------------------------------------------
 
 status network::send(int peer, message_header& m, const uint32_t* args, const void* data, uint32_t& done) noexcept {
@@ -271,6 +266,12 @@ void network::on_datagram(const std::byte* bytes, size_t n, const sockaddr_in& f
   }
   const int rank = static_cast<int>(d.h.src_rank);
   peer_state& p = *peers_[rank];
+  // Nothing but its address ties a datagram to a rank: one of the right job
+  // from anywhere else is an impostor (or a stray), never a message.
+  if (from.sin_addr.s_addr != p.addr.sin_addr.s_addr || from.sin_port != p.addr.sin_port) [[unlikely]] {
+    ++refused_[static_cast<unsigned>(refusal::wrong_source)];
+    return;
+  }
   if (p.unreachable) return;  // declared gone: its late datagrams change nothing
   p.heard = now;
   on_acks(p, rank, d.h, now);

@@ -106,7 +106,6 @@ class network {
   /// Like poll() but waits for the mutex (the service thread).
   unsigned poll_blocking() noexcept;
 
-  bool reachable(int peer) const noexcept;
   /// Before the process exits: acknowledges what arrived and waits up to
   /// `most` for what we sent to be acknowledged (by reachable peers).
   void linger(clock::duration most) noexcept;

@@ -11,6 +11,7 @@ const char* to_string(refusal r) noexcept {
     case refusal::other_job: return "from another job";
     case refusal::bad_rank: return "source or destination rank not in this job";
     case refusal::malformed: return "malformed";
+    case refusal::wrong_source: return "not from the address of the rank it names";
   }
   return "unknown";
 }

@@ -122,8 +122,9 @@ enum class refusal : uint8_t {
   other_job,      // another job's datagram
   bad_rank,       // a source or destination rank outside the job, or not us
   malformed,      // a field out of range
+  wrong_source,   // well formed, but not from the address the rank it names has (found by the network, not decode)
 };
-inline constexpr unsigned refusal_count = 7;
+inline constexpr unsigned refusal_count = 8;
 
 const char* to_string(refusal r) noexcept;
 
