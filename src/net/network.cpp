@@ -426,10 +426,19 @@ bool network::consume(peer_state& /*p*/, int rank, recv_channel& rc, const decod
     ++messages_delivered_;
     return true;
   }
+  // Longer than our queues take (their payload ring holds two): not worth
+  // assembling; the last fragment hands it over without payload, to be refused.
+  if (m.length > cfg_.shm_medium_ring / 2) {
+    if (!last) return true;
+    if (!sink_->deliver(rank, m, d.args, nullptr)) return false;
+    return true;
+  }
   auto it = std::find_if(rc.assemblies.begin(), rc.assemblies.end(),
                          [&](const recv_channel::assembly& a) { return a.msg_id == m.msg_id; });
   if (it == rc.assemblies.end()) {
-    if (m.length > (size_t{16} << 20)) {  // no medium is that long (CLUMP_MAX_MEDIUM <= 16M): refuse, drop
+    // A sender has at most a window of messages in flight on a channel; more
+    // half-built ones come from a broken peer: refused, so memory stays bounded.
+    if (rc.assemblies.size() >= ring_size) {
       ++refused_[static_cast<unsigned>(refusal::malformed)];
       return true;
     }

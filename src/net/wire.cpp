@@ -27,13 +27,15 @@ refusal decode(const std::byte* bytes, size_t n, uint64_t job, uint32_t me, uint
   if (h.version != wire_version) return refusal::wrong_version;
   if (h.job != job) return refusal::other_job;
   if (h.src_rank >= size || h.dst_rank != me || h.src_rank == me) return refusal::bad_rank;
-  if (h.reserved != 0) return refusal::malformed;
+  // Reserved fields are zero, so that a later version may give them a meaning.
+  if (h.reserved != 0 || h.reserved2 != 0) return refusal::malformed;
   if (h.type == static_cast<uint8_t>(datagram_type::ack)) return n == sizeof h ? refusal::none : refusal::malformed;
   if (h.type != static_cast<uint8_t>(datagram_type::data) || h.channel >= channel_count) return refusal::malformed;
   if (n < data_header_bytes) return refusal::truncated;
   std::memcpy(&out.m, bytes + sizeof h, sizeof out.m);
   const message_header& m = out.m;
   if (!is_valid_kind(m.kind) || m.nargs > max_args) return refusal::malformed;
+  if (m.reserved[0] || m.reserved[1] || m.reserved[2] || m.reserved2) return refusal::malformed;
   const auto kind = static_cast<msg_kind>(m.kind);
   // Requests travel on the request channel, everything else on the reply channel.
   if ((h.channel == static_cast<uint8_t>(channel::request)) != is_request(kind)) return refusal::malformed;
