@@ -91,9 +91,11 @@ TEST(parallel, with_small_queues_and_three_ranks) {
 }
 
 #ifdef HAVE_EXAMPLES
-cmd_result example(int ranks, const std::string& name, std::vector<std::string> args = {}) {
-  std::vector<std::string> argv{CLUMPRUN, "-n", std::to_string(ranks), "--timeout", "60",
-                                std::string(EXAMPLES_DIR) + "/" + name};
+cmd_result example(int ranks, const std::string& name, std::vector<std::string> args = {},
+                   std::vector<std::string> launcher = {}) {
+  std::vector<std::string> argv{CLUMPRUN, "-n", std::to_string(ranks), "--timeout", "60"};
+  argv.insert(argv.end(), launcher.begin(), launcher.end());
+  argv.push_back(std::string(EXAMPLES_DIR) + "/" + name);
   argv.insert(argv.end(), args.begin(), args.end());
   return run_cmd(argv, 90s);
 }
@@ -119,6 +121,19 @@ TEST(examples, remote_read_reads_split_phase) {
 TEST(examples, c_api_example_runs) {
   auto r = example(2, "03_c_api");
   EXPECT_JOB_OK(r);
+}
+
+TEST(examples, every_example_runs_across_two_emulated_nodes) {
+  auto hello = example(4, "00_hello", {}, {"-N", "2"});
+  EXPECT_JOB_OK(hello);
+  EXPECT_NE(hello.output.find("all 4 ranks said hello"), std::string::npos) << hello.output;
+  auto ping = example(2, "01_ping_pong", {"20000"}, {"-N", "2"});
+  EXPECT_JOB_OK(ping);
+  EXPECT_NE(ping.output.find("ping-pong: 20000 round trips"), std::string::npos) << ping.output;
+  auto read = example(3, "02_remote_read", {}, {"-N", "3"});
+  EXPECT_JOB_OK(read);
+  EXPECT_NE(read.output.find("read 8 values from rank"), std::string::npos) << read.output;
+  EXPECT_JOB_OK(example(2, "03_c_api", {}, {"-N", "2"}));
 }
 
 TEST(examples, a_program_started_alone_is_a_job_of_one) {

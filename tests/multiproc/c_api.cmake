@@ -13,4 +13,9 @@ add_test(NAME c_api_exit_n3 COMMAND sh -c
 add_test(NAME c_api_fatal_n2 COMMAND sh -c
   "out=$(\"$0\" -n 2 --timeout 50 \"$1\" --fatal 2>&1); code=$?; echo \"$out\"; test $code -eq 134 && echo \"$out\" | grep -q 'AMX_FatalErr: rank 1 gives up (as asked)'"
   $<TARGET_FILE:clumprun> $<TARGET_FILE:c_api_conformance>)
-set_tests_properties(c_api_n2 c_api_n3 c_api_exit_n3 c_api_fatal_n2 PROPERTIES TIMEOUT 60 LABELS multiproc)
+# The same over the network: two emulated nodes, and every rank over UDP.
+add_test(NAME c_api_n3_two_nodes COMMAND $<TARGET_FILE:clumprun> -n 3 -N 2 --timeout 50 $<TARGET_FILE:c_api_conformance>)
+add_test(NAME c_api_n2_net COMMAND $<TARGET_FILE:clumprun> -n 2 --timeout 50 $<TARGET_FILE:c_api_conformance>)
+set_tests_properties(c_api_n2_net PROPERTIES ENVIRONMENT "CLUMP_PROTOCOL=net")
+set_tests_properties(c_api_n2 c_api_n3 c_api_exit_n3 c_api_fatal_n2 c_api_n3_two_nodes c_api_n2_net
+  PROPERTIES TIMEOUT 60 LABELS multiproc)
