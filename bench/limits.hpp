@@ -38,6 +38,10 @@ struct pingpong_lines {
   flag_line to_driver;
   flag_line to_echoer;
   flag_line quit;  ///< helper process only: leave for good after this session
+  /// Rank 1 counts here the sessions it has entered, so that the driver can
+  /// wait for it (polling clump) before timing: over a lossy network the
+  /// request that starts a session may need a retransmission.
+  flag_line entered;
 };
 
 /// Memory mapped shared between processes: by name (POSIX shm, for two ranks

@@ -1,16 +1,23 @@
-// pingpong: latency, bandwidth and message rate of clump's shared-memory path
-// between two ranks, next to the physical limits of the same two cores
-// measured in the same run (cache-line ping-pong, memcpy).
+// pingpong: latency, bandwidth and message rate of clump between two ranks,
+// next to the physical limits of the same two cores measured in the same run
+// (cache-line ping-pong, memcpy; and raw UDP when the ranks talk over the
+// network).
 //
 //   clumprun -n 2 --bind core ./pingpong [--quick] [--json FILE] [--reps R]
+//   CLUMP_PROTOCOL=net clumprun -n 2 --bind core ./pingpong     # over UDP
+//   clumprun -n 4 -N 2 --bind core ./pingpong   # shared memory, network open
 //
 // Rank 0 drives and rank 1 echoes; both spin on bundle::poll() while they
 // wait, so no figure includes wait_until's sleep. Every figure, the limits
 // included, is sampled round-robin (see measure.hpp) and reported as the
 // median of its samples with their min and max. Started alone, the program is
 // a job of one: rank 0 talks to itself, and the cache-line partner is a forked
-// helper on another CPU. Prints a table; writes every sample and the machine
-// to JSON.
+// helper on another CPU. Ranks 2 and up, when there are any, only wait (asleep
+// in wait_until) until the end: they make rank 0's process open its network
+// without sending anything. Rank 0 probes whether it reaches rank 1 through
+// the network; if so (or with --udp on) the raw UDP limits of udp_limits.hpp
+// run too and the latencies and bandwidths are compared with them. Prints a
+// table; writes every sample, the machine and clump's network counters to JSON.
 
 #include <sched.h>
 #include <sys/mman.h>
@@ -33,104 +40,18 @@
 #include "limits.hpp"
 #include "measure.hpp"
 #include "pingpong_driver.hpp"
+#include "pingpong_net.hpp"
+#include "pingpong_options.hpp"
 #include "report.hpp"
+#include "udp_limits.hpp"
 
 extern char** environ;
 
 namespace {
 
 using pingpong::die;
-
-// ---- options ------------------------------------------------------------------
-
-struct options {
-  bool quick = false;
-  std::string json = "bench-pingpong.json";
-  int reps = 0;           // 0: 7, or 3 with --quick
-  double sample_ms = 30;  // length of one timed loop
-  int slots = 2;          // long streaming: rotating area of this many message sizes
-  std::vector<std::string> only;  // empty: every measure
-  bool help = false;
-
-  bool wants(const std::string& id) const {
-    return only.empty() || std::find(only.begin(), only.end(), id) != only.end();
-  }
-};
-
-const char* const measures[] = {"short", "medium_echo", "long", "long_stream", "medium_stream", "short_stream"};
-
-const char* usage =
-    "usage: clumprun -n 2 --bind core pingpong [--quick] [--json FILE] [--reps R] [--sample-ms MS] [--slots S]\n"
-    "                                          [--only LIST]\n"
-    "  --quick         fewer sizes and 3 repetitions (a few seconds)\n"
-    "  --json FILE     where to write every sample (default bench-pingpong.json)\n"
-    "  --reps R        samples per figure; the median is reported (default 7, --quick 3)\n"
-    "  --sample-ms MS  length of one timed loop (default 30, at least 20)\n"
-    "  --slots S       long streaming writes into a rotating area of S message sizes (default 2)\n"
-    "  --only LIST     only these measures (comma-separated): short, medium_echo, long, long_stream,\n"
-    "                  medium_stream, short_stream; the physical limits always run\n";
-
-bool parse(int argc, char** argv, options& o, std::string& err) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](const char* what) -> const char* {
-      if (i + 1 >= argc) {
-        err = a + " needs " + what;
-        return nullptr;
-      }
-      return argv[++i];
-    };
-    auto number = [&](const char* what, double lo, double hi, double& out) {
-      const char* v = value(what);
-      if (!v) return false;
-      char* end = nullptr;
-      out = std::strtod(v, &end);
-      if (end == v || *end || out < lo || out > hi) {
-        err = fmt::format("{} {}: expected {} from {} to {}", a, v, what, lo, hi);
-        return false;
-      }
-      return true;
-    };
-    double x = 0;
-    if (a == "--quick") {
-      o.quick = true;
-    } else if (a == "--json") {
-      const char* v = value("a file name");
-      if (!v) return false;
-      o.json = v;
-    } else if (a == "--reps") {
-      if (!number("a count", 1, 1000, x)) return false;
-      o.reps = static_cast<int>(x);
-    } else if (a == "--sample-ms") {
-      if (!number("milliseconds", 20, 10000, x)) return false;
-      o.sample_ms = x;
-    } else if (a == "--slots") {
-      if (!number("a count", 1, 8, x)) return false;
-      o.slots = static_cast<int>(x);
-    } else if (a == "--only") {
-      const char* v = value("a list of measures");
-      if (!v) return false;
-      const std::string list = v;
-      for (size_t start = 0; start <= list.size();) {
-        const size_t comma = std::min(list.find(',', start), list.size());
-        const std::string id = list.substr(start, comma - start);
-        if (std::none_of(std::begin(measures), std::end(measures), [&](const char* m) { return id == m; })) {
-          err = "--only: unknown measure '" + id + "'";
-          return false;
-        }
-        o.only.push_back(id);
-        start = comma + 1;
-      }
-    } else if (a == "-h" || a == "--help") {
-      o.help = true;
-    } else {
-      err = "unknown option " + a;
-      return false;
-    }
-  }
-  if (o.reps == 0) o.reps = o.quick ? 3 : 7;
-  return true;
-}
+using pingpong::options;
+using pingpong::path;
 
 // ---- the figures ----------------------------------------------------------------
 
@@ -139,6 +60,8 @@ struct figure {
   bench::row row;
   bench::workload work;
   uint64_t n = 0;
+  clump::network_stats net{};                    // rank 0's network counters over the samples
+  std::shared_ptr<bench::stream_totals> totals;  // raw UDP streams: sent and arrived
 };
 
 constexpr const char* limits_section = "physical limits";
@@ -178,17 +101,18 @@ std::vector<size_t> memcpy_sizes(const options& o) {
                  : std::vector<size_t>{512, 4u << 10, 16u << 10, 64u << 10, 256u << 10, 1u << 20, 4u << 20};
 }
 
-void add_clump_figures(std::vector<figure>& figs, pingpong::driver& d, const options& o, size_t segment) {
+void add_clump_figures(std::vector<figure>& figs, pingpong::driver& d, const options& o, size_t segment, bool net) {
   const size_t max_medium = clump::max_medium();
   const char* lat = "latency, one way";
+  const char* lat_peers = net ? pingpong::net_peers_latency : peers_latency;
   if (o.wants("short"))
     for (unsigned w : o.quick ? std::vector<unsigned>{0, 2, 8} : std::vector<unsigned>{0, 2, 8, 16})
       figs.push_back(make(lat, "short", fmt::format("{} words", w), 4 * w, "us", d.short_latency(w),
-                          w <= 2 ? peers_latency : ""));
+                          w == 2 || (!net && w == 0) ? lat_peers : ""));
   if (o.wants("medium_echo"))
     for (size_t s : o.quick ? std::vector<size_t>{8, 4u << 10, max_medium} : times8(max_medium))
       figs.push_back(make(lat, "medium_echo", bench::bytes_text(s), s, "us", d.medium_latency(s),
-                          s == 8 ? peers_latency : ""));
+                          s == 8 ? lat_peers : ""));
   if (o.wants("long"))
     for (size_t s : o.quick ? std::vector<size_t>{8, 64u << 10, pingpong::driver::max_payload}
                             : times8(pingpong::driver::max_payload))
@@ -200,19 +124,37 @@ void add_clump_figures(std::vector<figure>& figs, pingpong::driver& d, const opt
                             : std::vector<size_t>{64u << 10, 256u << 10, 1u << 20, 4u << 20})
       if (s * static_cast<size_t>(o.slots) <= segment)
         figs.push_back(make(bw, "long_stream", bench::bytes_text(s), s, "GB/s", d.long_bandwidth(s),
-                            peers_bandwidth(s)));
+                            !net                ? peers_bandwidth(s)
+                            : s == (1u << 20) ? pingpong::net_peers_bandwidth
+                                                : ""));
   if (o.wants("medium_stream"))
     for (size_t s : o.quick ? std::vector<size_t>{4u << 10, max_medium}
                             : std::vector<size_t>{512, 4u << 10, 16u << 10, max_medium})
       if (s <= max_medium)
         figs.push_back(make(bw, "medium_stream", bench::bytes_text(s), s, "GB/s", d.medium_bandwidth(s),
-                            peers_bandwidth(s)));
+                            net ? "" : peers_bandwidth(s)));
   if (o.wants("short_stream"))
-    figs.push_back(make("message rate", "short_stream", "0 words", 0, "M msg/s", d.message_rate(), peers_rate));
+    figs.push_back(make("message rate", "short_stream", "0 words", 0, "M msg/s", d.message_rate(), net ? "" : peers_rate));
 }
 
-/// Ratios of each figure to its physical limit, from the medians.
-void add_ratios(bench::report& rep) {
+/// Ratios of each figure to its physical limit, from the medians: over the
+/// network, latencies to the raw UDP busy-poll ping-pong and bandwidths to the
+/// raw UDP stream of clump's datagram size.
+void add_ratios(bench::report& rep, bool net) {
+  auto set = [](bench::row& r, const bench::row* limit) {
+    if (!limit || limit->data.median() <= 0) return;
+    r.ratio = r.data.median() / limit->data.median();
+    r.ratio_of = limit->id + " " + limit->size;
+  };
+  if (net) {
+    const bench::row* ping = rep.find("udp_pingpong_busy", 8);
+    const bench::row* stream = rep.find("udp_stream", pingpong::clump_net_mtu());
+    for (bench::row& r : rep.rows) {
+      if (r.id == "short" || (r.id == "medium_echo" && r.bytes == 8)) set(r, ping);
+      if (r.id == "long_stream" || r.id == "medium_stream") set(r, stream);
+    }
+    return;
+  }
   const bench::row* cl = rep.find("cache_line_one_way", 64);
   for (bench::row& r : rep.rows) {
     if (r.id == "short" && cl && cl->data.median() > 0) {
@@ -226,6 +168,21 @@ void add_ratios(bench::report& rep) {
       }
     }
   }
+}
+
+/// Over the network: short latency against raw UDP, long bandwidth against the raw stream.
+std::string summarize_net(const bench::report& rep) {
+  std::string s;
+  const bench::row* sh = rep.find("short", 8);
+  const bench::row* ping = rep.find("udp_pingpong_busy", 8);
+  if (sh && ping && sh->ratio)
+    s += fmt::format("short one-way over the network ({}) {:.2f} us = {:.2f} x raw UDP busy-poll ping-pong ({:.2f} us)",
+                     sh->size, sh->data.median(), *sh->ratio, ping->data.median());
+  const bench::row* raw = rep.find("udp_stream", pingpong::clump_net_mtu());
+  if (const bench::row* r = rep.find("long_stream", 1u << 20); r && r->ratio && raw)
+    s += fmt::format("{}long bandwidth 1 MiB {:.2f} GB/s = {:.2f} x the raw UDP stream of {} datagrams ({:.2f} GB/s)",
+                     s.empty() ? "" : "; ", r->data.median(), *r->ratio, raw->size, raw->data.median());
+  return s;
 }
 
 /// The headline: short latency against the cache line, the message rate,
@@ -330,7 +287,7 @@ void set_up_partner(clump::runtime& rt, const cpu_set_t& mine, partner& p) {
       p.area = std::make_unique<bench::shared_area>(bench::shared_area::open(name, sizeof(bench::pingpong_lines)));
     rt.barrier();
     if (rt.rank() == 0) p.area->unlink();
-    p.lines = static_cast<bench::pingpong_lines*>(p.area->data());
+    if (p.area) p.lines = static_cast<bench::pingpong_lines*>(p.area->data());  // ranks 2 and up: none
     return;
   }
   const int here = ::sched_getcpu();
@@ -344,14 +301,21 @@ void set_up_partner(clump::runtime& rt, const cpu_set_t& mine, partner& p) {
   p.alone_cpus[1] = other;
 }
 
-/// Rank 1: answers requests, and runs a cache-line session when asked to.
-void serve(clump::runtime& rt, pingpong::state& st, bench::pingpong_lines& lines) {
-  uint64_t last = 0;
+/// Rank 1: answers requests, and runs a cache-line or raw UDP session when asked to.
+void serve(clump::runtime& rt, pingpong::state& st, bench::pingpong_lines& lines, bench::udp_link* udp) {
+  uint64_t last = 0, entered = 0;
   while (!st.stop) {
     rt.bundle().poll();
     if (st.echo) {
       st.echo = false;
+      // Relaxed: only tells the driver to start; the session's own stores carry the ordering.
+      lines.entered.value.store(++entered, std::memory_order_relaxed);
       bench::echo_session(lines, last);
+    }
+    if (st.udp) {
+      const uint64_t session_mode = std::exchange(st.udp, 0);
+      if (!udp) die("rank 0 asked for a raw UDP session, but there is no raw UDP socket");
+      udp->serve(session_mode >> 8, static_cast<bench::udp_mode>(session_mode & 0xff));
     }
   }
   if (st.failed) die("a reply from a request handler failed");
@@ -359,12 +323,15 @@ void serve(clump::runtime& rt, pingpong::state& st, bench::pingpong_lines& lines
 
 /// The machine, the job and the options, before any figure.
 bench::report begin_report(clump::runtime& rt, const options& o, const std::vector<std::vector<int>>& rank_cpus,
-                           const partner& p) {
+                           const partner& p, path to_peer, const pingpong::udp_partner& u) {
   const bool alone = rt.size() == 1;
   bench::report rep;
   rep.machine = bench::machine_info();
   rep.job["ranks"] = rt.size();
-  rep.job["mode"] = alone ? "alone (rank 0 talks to itself)" : "two ranks over shared memory";
+  rep.job["mode"] = alone                        ? "alone (rank 0 talks to itself)"
+                    : to_peer == path::network   ? "two ranks over the network (UDP)"
+                    : clump::network_address().empty() ? "two ranks over shared memory"
+                                                 : "two ranks over shared memory, network open to other nodes";
   nlohmann::json binding = nlohmann::json::array();
   for (size_t r = 0; r < rank_cpus.size(); ++r) binding.push_back({{"rank", r}, {"cpus", rank_cpus[r]}});
   rep.job["binding"] = binding;
@@ -374,6 +341,7 @@ bench::report begin_report(clump::runtime& rt, const options& o, const std::vect
                 {"sample_ms", o.sample_ms},
                 {"slots", o.slots},
                 {"only", o.only},
+                {"udp", o.udp},
                 {"max_medium", clump::max_medium()},
                 {"segment_bytes", rt.endpoint().segment().size()}};
   nlohmann::json env = nlohmann::json::object();
@@ -383,13 +351,14 @@ bench::report begin_report(clump::runtime& rt, const options& o, const std::vect
   rep.config["clump_environment"] = env;
 
   describe(rep, o, alone);
+  pingpong::describe_net(rep, to_peer, u, rt.size());
   if (alone) {
     rep.notes.push_back(fmt::format("alone: this process was pinned to cpu {}, the cache-line helper to cpu {}",
                                     p.alone_cpus[0], p.alone_cpus[1]));
     if (p.alone_cpus[0] == p.alone_cpus[1])
       rep.notes.push_back("only one CPU is available: the cache-line ping-pong ran on one core and means little");
   } else {
-    for (size_t r = 0; r < rank_cpus.size(); ++r)
+    for (size_t r = 0; r < 2; ++r)
       if (rank_cpus[r].size() != 1)
         rep.notes.push_back(fmt::format("rank {} is not pinned to one CPU (cpus {}): figures may include "
                                         "migrations; run under clumprun --bind core",
@@ -408,11 +377,36 @@ bench::report begin_report(clump::runtime& rt, const options& o, const std::vect
   return rep;
 }
 
+/// The raw UDP limits: ping-pong both ways of waiting, and streams of clump's
+/// datagram size and of an Ethernet MTU's.
+void add_udp_figures(std::vector<figure>& figs, bench::udp_driver& u, const options& o) {
+  const char* peers = "quoted: busy-poll 1.85 us, blocking 5.6 us";
+  figs.push_back(make(limits_section, "udp_pingpong_busy", "8 B", 8, "us", u.pingpong(bench::udp_mode::echo_busy),
+                      peers));
+  figs.push_back(make(limits_section, "udp_pingpong_mmsg", "8 B", 8, "us", u.pingpong(bench::udp_mode::echo_mmsg)));
+  figs.push_back(make(limits_section, "udp_pingpong_blocking", "8 B", 8, "us",
+                      u.pingpong(bench::udp_mode::echo_blocking), peers));
+  const size_t mtu = pingpong::clump_net_mtu();
+  for (size_t s : o.quick ? std::vector<size_t>{mtu} : std::vector<size_t>{mtu, 1472}) {
+    auto totals = std::make_shared<bench::stream_totals>();
+    figs.push_back(make(limits_section, "udp_stream", bench::bytes_text(s), s, "GB/s", u.stream(s, totals),
+                        s == 1472 ? "quoted: MTU-sized 0.8 GB/s" : "quoted: 65000 B datagrams 10.6 GB/s"));
+    figs.back().totals = std::move(totals);
+  }
+}
+
 /// Every figure of the run, limits first.
-std::vector<figure> plan(clump::runtime& rt, const options& o, bench::cache_line_driver& cl, pingpong::driver& d) {
+std::vector<figure> plan(clump::runtime& rt, const options& o, bench::cache_line_driver& cl, pingpong::driver& d,
+                         bench::pingpong_lines& lines, bench::udp_driver* udp, bool net) {
   std::vector<figure> figs;
   bench::workload w = cl.make();
-  if (rt.size() > 1) w.begin = [&d] { d.start_echo_session(); };
+  if (rt.size() > 1)
+    w.begin = [&d, &rt, &lines, entered = uint64_t{0}]() mutable {
+      d.start_echo_session();
+      // Polling clump meanwhile: over the network the request may need a retransmission.
+      ++entered;
+      while (lines.entered.value.load(std::memory_order_relaxed) != entered) rt.bundle().poll();
+    };
   w.end = [&cl] { cl.end_session(); };
   figs.push_back(make(limits_section, "cache_line_one_way", "64 B", 64, "us", std::move(w)));
   const std::span<std::byte> seg = rt.endpoint().segment();
@@ -424,8 +418,31 @@ std::vector<figure> plan(clump::runtime& rt, const options& o, bench::cache_line
     if (s >= (64u << 10) && s <= seg.size())
       figs.push_back(make(limits_section, "memcpy_to_shm", bench::bytes_text(s), s, "GB/s",
                           bench::memcpy_workload(s, seg.data())));
-  add_clump_figures(figs, d, o, seg.size());
+  if (udp) add_udp_figures(figs, *udp, o);
+  add_clump_figures(figs, d, o, seg.size(), net);
   return figs;
+}
+
+/// Every rank's network counters, in rank order (collective).
+std::vector<clump::network_stats> gather_network_stats(clump::runtime& rt) {
+  const clump::network_stats mine = clump::network_statistics();
+  std::vector<clump::network_stats> all(static_cast<size_t>(rt.size()));
+  rt.allgather(&mine, all.data(), sizeof mine);
+  return all;
+}
+
+/// The counters and raw stream totals that go with each row in the JSON.
+void attach_extras(std::vector<figure>& figs) {
+  for (figure& f : figs) {
+    if (f.net.messages_sent || f.net.datagrams_sent)
+      f.row.extra["network_counters_rank_0_over_the_samples"] = pingpong::to_json(f.net);
+    if (f.totals) {
+      const double lost = f.totals->sent ? 1.0 - static_cast<double>(f.totals->arrived) / f.totals->sent : 0;
+      f.row.extra["datagrams_sent"] = f.totals->sent;
+      f.row.extra["datagrams_arrived"] = f.totals->arrived;
+      f.row.extra["dropped_fraction"] = lost;
+    }
+  }
 }
 
 }  // namespace
@@ -434,16 +451,12 @@ int main(int argc, char** argv) {
   clump::runtime rt{argc, argv};
   options o;
   std::string err;
-  if (!parse(argc, argv, o, err) || o.help) {
+  if (!pingpong::parse(argc, argv, o, err) || o.help) {
     if (rt.rank() == 0) {
       if (!err.empty()) std::fprintf(stderr, "pingpong: %s\n", err.c_str());
-      std::fputs(usage, o.help ? stdout : stderr);
+      std::fputs(pingpong::usage, o.help ? stdout : stderr);
     }
     return o.help ? 0 : 2;
-  }
-  if (rt.size() > 2) {
-    if (rt.rank() == 0) std::fprintf(stderr, "pingpong: run it with 1 or 2 ranks (clumprun -n 2), not %d\n", rt.size());
-    return 2;
   }
   const bench::sampling how{o.reps, o.sample_ms / 1000};
 
@@ -466,31 +479,67 @@ int main(int argc, char** argv) {
   }
   rt.barrier();
 
-  if (rt.rank() == 1) {
-    serve(rt, st, *p.lines);
+  // How rank 0 reaches rank 1 (rank 1 answers the probe from the barrier).
+  path to_peer = path::self;
+  if (rt.rank() == 0) to_peer = pingpong::probe_path(rt, st, h);
+  rt.barrier();
+  rt.broadcast(&to_peer, sizeof to_peer, 0);
+  pingpong::udp_partner u;
+  try {
+    pingpong::set_up_udp(rt, o.udp == "on" || (o.udp == "auto" && to_peer == path::network), u);
+  } catch (const std::exception& e) {
+    die(std::string("setting up the raw UDP sockets: ") + e.what());
+  }
+  rt.barrier();
+
+  if (rt.rank() >= 1) {
+    if (rt.rank() == 1)
+      serve(rt, st, *p.lines, u.link.get());
+    else
+      rt.wait_until([&st] { return st.stop; });
+    gather_network_stats(rt);
     rt.barrier();
     return 0;
   }
 
-  bench::report rep = begin_report(rt, o, rank_cpus, p);
+  bench::report rep = begin_report(rt, o, rank_cpus, p, to_peer, u);
   bench::cache_line_driver cl(*p.lines);
   pingpong::driver d(rt, st, h, rt.size() > 1 ? 1 : 0, o.slots);
-  std::vector<figure> figs = plan(rt, o, cl, d);
+  std::unique_ptr<bench::udp_driver> udp;
+  if (u.link)
+    udp = std::make_unique<bench::udp_driver>(
+        *u.link, [&d](uint64_t session, bench::udp_mode m) { d.start_udp_session(session, static_cast<uint8_t>(m)); },
+        [&rt] { rt.bundle().poll(); });
+  const bool net = to_peer == path::network;
+  std::vector<figure> figs = plan(rt, o, cl, d, *p.lines, udp.get(), net);
 
+  const bool has_network = !clump::network_address().empty();
   const cpu_times t0 = read_cpu_times();
   const std::string load0 = first_line("/proc/loadavg");
   for (figure& f : figs) f.n = bench::calibrate(how, f.work);
   for (int r = 0; r < o.reps; ++r)
-    for (figure& f : figs) bench::take_sample(how, f.work, f.n, f.row.data);
+    for (figure& f : figs) {
+      const clump::network_stats before = has_network ? clump::network_statistics() : clump::network_stats{};
+      bench::take_sample(how, f.work, f.n, f.row.data);
+      if (has_network) pingpong::add_difference(f.net, clump::network_statistics(), before);
+    }
   const cpu_times t1 = read_cpu_times();
 
-  if (rt.size() > 1 && rt.endpoint().request(1, h.stop) != clump::status::ok) die("the stop request failed");
+  for (int r = 1; r < rt.size(); ++r)
+    if (rt.endpoint().request(r, h.stop) != clump::status::ok) die("the stop request failed");
+  const std::vector<clump::network_stats> net_stats = gather_network_stats(rt);
   rt.barrier();
   p.helper.stop();
 
+  if (has_network) {
+    nlohmann::json per_rank = nlohmann::json::array();
+    for (const clump::network_stats& s : net_stats) per_rank.push_back(pingpong::to_json(s));
+    rep.job["network_counters_by_rank"] = per_rank;
+  }
+  attach_extras(figs);
   for (figure& f : figs) rep.rows.push_back(std::move(f.row));
-  add_ratios(rep);
-  rep.summary = summarize(rep);
+  add_ratios(rep, net);
+  rep.summary = net ? summarize_net(rep) : summarize(rep);
   const double steal = t1.total > t0.total ? 100.0 * static_cast<double>(t1.steal - t0.steal) /
                                                  static_cast<double>(t1.total - t0.total)
                                            : 0;

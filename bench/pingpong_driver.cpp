@@ -63,6 +63,7 @@ handlers::handlers(clump::endpoint& ep, state& st) {
     st.count = 0;
   });
   echo = ep.on_request([&st](clump::token&) { st.echo = true; });
+  udp = ep.on_request([&st](clump::token&, uint64_t session_mode) { st.udp = session_mode; });
   stop = ep.on_request([&st](clump::token&) { st.stop = true; });
 }
 
@@ -191,5 +192,9 @@ bench::workload driver::message_rate() {
 }
 
 void driver::start_echo_session() { check(ep_.request(peer_, h_.echo), "echo request"); }
+
+void driver::start_udp_session(uint64_t session, uint8_t mode) {
+  check(ep_.request(peer_, h_.udp, session << 8 | mode), "UDP session request");
+}
 
 }  // namespace pingpong

@@ -38,6 +38,7 @@ struct state {
   bool acked = false;        // the flush reply arrived
   uint64_t acked_count = 0;  // what the flush reply said
   bool echo = false;         // rank 1: enter a cache-line echo session
+  uint64_t udp = 0;          // rank 1: enter raw UDP session udp >> 8 in mode udp & 0xff (0: none)
   bool stop = false;         // rank 1: the driver is done
   bool failed = false;       // a reply from a handler failed
 };
@@ -61,6 +62,7 @@ struct handlers {
   clump::reply_handler<uint64_t> ack;
   clump::request_handler<> flush;                 // replies ack(count)
   clump::request_handler<> echo;                  // rank 1: start a cache-line session
+  clump::request_handler<uint64_t> udp;           // rank 1: start a raw UDP session (session << 8 | mode)
   clump::request_handler<> stop;
 
   handlers(clump::endpoint& ep, state& st);
@@ -96,6 +98,8 @@ class driver {
   bench::workload message_rate();
   /// Puts rank 1 into a cache-line echo session (the limit's begin()).
   void start_echo_session();
+  /// Puts rank 1 into raw UDP session `session` in `mode` (a bench::udp_mode).
+  void start_udp_session(uint64_t session, uint8_t mode);
 
  private:
   template <class Send>

@@ -101,7 +101,10 @@ void report::print(std::FILE* out) const {
                r.unit, ratio, r.data.cut_short ? std::to_string(r.data.cut_short) : "", r.peers);
   }
   fmt::print(out, "{}\n", std::string(130, '-'));
-  fmt::print(out,
+  if (!legend.empty())
+    fmt::print(out, "{}", legend);
+  else
+    fmt::print(out,
              "ratio: a latency's median / the cache-line one-way median (>= 1; 1 would be the hardware's floor);\n"
              "       a bandwidth's median / the memcpy median at the same size (<= ~1).\n"
              "cut:   samples whose loop hit its deadline (4 x the sample length): the cores were busy; noisy.\n"
@@ -139,12 +142,16 @@ nlohmann::json report::to_json() const {
       m["ratio_of"] = r.ratio_of;
     }
     if (!r.peers.empty()) m["peers_reference_not_measured_here"] = r.peers;
+    if (!r.extra.is_null()) m["extra"] = r.extra;
     if (r.section == "physical limits") limits[r.id].push_back(m);
     list.push_back(std::move(m));
   }
   j["limits"] = limits;
   j["measurements"] = list;
-  j["peers_reference_not_measured_here"] = {
+  if (!peers_reference.is_null())
+    j["peers_reference_not_measured_here"] = peers_reference;
+  else
+    j["peers_reference_not_measured_here"] = {
       {"source", "figures quoted in the issue, for scale only"},
       {"openmpi_shm", {{"one_way_8B_us", 0.26}, {"short_msg_rate_M_per_s", 12.3}}},
       {"gasnet_ex_smp", {{"one_way_8B_us", 0.35}, {"short_msg_rate_M_per_s", 16.4}}},

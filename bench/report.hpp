@@ -25,6 +25,7 @@ struct row {
   std::optional<double> ratio;  ///< median / the limit's median
   std::string ratio_of;         ///< which limit `ratio` is relative to
   std::string peers;            ///< reference figures quoted for scale (not measured here)
+  nlohmann::json extra;         ///< anything else worth keeping with the figure (JSON only; null: nothing)
 };
 
 struct report {
@@ -34,6 +35,11 @@ struct report {
   std::vector<row> rows;
   std::vector<std::string> notes;  ///< what each measure does exactly
   std::string summary;             ///< the headline figures and ratios, one paragraph
+  /// What the ratio and peers columns mean, printed under the table; empty:
+  /// the shared-memory legend (cache line, memcpy, OpenMPI shm, GASNet-EX smp).
+  std::string legend;
+  /// The peers' figures for the JSON; null: the shared-memory ones.
+  nlohmann::json peers_reference;
 
   /// The first row with this id and size, or nullptr.
   const row* find(const std::string& id, uint64_t bytes) const;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 
 #include <clump/am.hpp>
 
@@ -28,7 +29,15 @@ process::process() {
   region_->set_rank(cfg.boot_fd >= 0 ? cfg.rank : 0);
   // A launched job of several ranks may span nodes: open the socket first, so
   // that its address travels with the rendezvous.
-  if (cfg.boot_fd >= 0 && cfg.size > 1) net_ = std::make_unique<net::network>(cfg, cfg.rank);
+  // A failure here matters only if some rank turns out to be on another node.
+  std::string net_failure;
+  if (cfg.boot_fd >= 0 && cfg.size > 1) {
+    try {
+      net_ = std::make_unique<net::network>(cfg, cfg.rank);
+    } catch (const error& e) {
+      net_failure = e.what();
+    }
+  }
   const std::vector<std::byte> address = net_ ? net_->address_blob() : std::vector<std::byte>{};
   job_ = boot::job::join(region_->fd(), address);
   rank_ = job_->rank();
@@ -63,6 +72,9 @@ process::process() {
     net_.reset();  // every rank shares this node
     return;
   }
+  if (!net_)
+    throw error(status::resource, "starting the network",
+                "some ranks of this job are on other nodes, but this process has no network socket: " + net_failure);
   std::vector<std::vector<std::byte>> addresses(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r)
     if (net_rank_[static_cast<size_t>(r)]) {
