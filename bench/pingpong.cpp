@@ -134,7 +134,8 @@ void add_clump_figures(std::vector<figure>& figs, pingpong::driver& d, const opt
         figs.push_back(make(bw, "medium_stream", bench::bytes_text(s), s, "GB/s", d.medium_bandwidth(s),
                             net ? "" : peers_bandwidth(s)));
   if (o.wants("short_stream"))
-    figs.push_back(make("message rate", "short_stream", "0 words", 0, "M msg/s", d.message_rate(), net ? "" : peers_rate));
+    figs.push_back(
+        make("message rate", "short_stream", "0 words", 0, "M msg/s", d.message_rate(), net ? "" : peers_rate));
 }
 
 /// Ratios of each figure to its physical limit, from the medians: over the

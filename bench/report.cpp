@@ -152,12 +152,12 @@ nlohmann::json report::to_json() const {
     j["peers_reference_not_measured_here"] = peers_reference;
   else
     j["peers_reference_not_measured_here"] = {
-      {"source", "figures quoted in the issue, for scale only"},
-      {"openmpi_shm", {{"one_way_8B_us", 0.26}, {"short_msg_rate_M_per_s", 12.3}}},
-      {"gasnet_ex_smp", {{"one_way_8B_us", 0.35}, {"short_msg_rate_M_per_s", 16.4}}},
-      {"bandwidth_64KiB_to_1MiB_GB_per_s", {20, 26}},
-      {"bandwidth_4MiB_GB_per_s", {10, 16}},
-  };
+        {"source", "figures quoted in the issue, for scale only"},
+        {"openmpi_shm", {{"one_way_8B_us", 0.26}, {"short_msg_rate_M_per_s", 12.3}}},
+        {"gasnet_ex_smp", {{"one_way_8B_us", 0.35}, {"short_msg_rate_M_per_s", 16.4}}},
+        {"bandwidth_64KiB_to_1MiB_GB_per_s", {20, 26}},
+        {"bandwidth_4MiB_GB_per_s", {10, 16}},
+    };
   j["notes"] = notes;
   j["summary"] = summary;
   return j;

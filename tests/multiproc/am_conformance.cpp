@@ -640,7 +640,8 @@ int scenario_killed(clump::runtime& rt) {
   CHECK(unreachable - before == 100, "%d of 100 later sends came back", unreachable - before);
   CHECK(secs < 1, "later sends took %.2f s to come back", secs);
   CHECK(other == 0, "%d came back for another reason", other);
-  CHECK(replies > 0, "no reply before the kill");
+  // (Replies before the kill are likely but not certain: the victim may die
+  // with its replies still in flight, lost to injected faults.)
   std::printf("killed peer: rank %d got %d replies, then %d messages back unreachable\n", rt.rank(), replies,
               unreachable);
   std::fflush(nullptr);
