@@ -134,6 +134,17 @@ void process::send_deferred() noexcept {
   has_net_work_.store(true, std::memory_order_relaxed);
 }
 
+void process::answer(net_return& r, const net::message_header& m, const uint32_t* args, net::msg_kind kind) noexcept {
+  r.m.kind = static_cast<uint8_t>(kind);
+  r.m.handler = m.handler;
+  r.m.nargs = m.nargs;
+  r.m.src_slot = m.dst_slot;
+  r.m.dst_slot = m.src_slot;
+  r.m.dst_state = m.src_state;
+  r.m.length = m.length;
+  std::memcpy(r.args, args, 4u * std::min<unsigned>(m.nargs, net::max_args));
+}
+
 bool process::serve_get(int peer, const net::message_header& m, const uint32_t* args) noexcept {
   // The answer of a get is a long reply with the bytes of our segment; the
   // requester's handler runs when it arrives. Copied now (the segment lock
@@ -147,17 +158,10 @@ bool process::serve_get(int peer, const net::message_header& m, const uint32_t* 
     if (!s.base || m.offset > s.length || m.length > s.length - m.offset) return false;
     r.data.assign(s.base + m.offset, s.base + m.offset + m.length);
   }
-  r.m.kind = static_cast<uint8_t>(net::msg_kind::long_reply);
-  r.m.handler = m.handler;
-  r.m.nargs = m.nargs;
-  r.m.src_slot = m.dst_slot;
-  r.m.dst_slot = m.src_slot;
-  r.m.dst_state = m.src_state;
+  answer(r, m, args, net::msg_kind::long_reply);
   r.m.src_state = m.dst_state;
   r.m.tag = m.src_tag;
-  r.m.length = m.length;
   r.m.offset = m.aux;  // where the requester wants the bytes
-  std::memcpy(r.args, args, 4u * std::min<unsigned>(m.nargs, net::max_args));
   std::lock_guard lock(net_returns_mutex_);
   net_returns_.push_back(std::move(r));
   has_net_work_.store(true, std::memory_order_relaxed);
@@ -167,18 +171,11 @@ bool process::serve_get(int peer, const net::message_header& m, const uint32_t* 
 void process::defer_net_return(int peer, const net::message_header& m, const uint32_t* args, uint8_t reason) noexcept {
   net_return r{};
   r.peer = peer;
-  r.m.kind = static_cast<uint8_t>(net::msg_kind::returned);
-  r.m.handler = m.handler;
-  r.m.nargs = m.nargs;
-  r.m.src_slot = m.dst_slot;
-  r.m.dst_slot = m.src_slot;
-  r.m.dst_state = m.src_state;
+  answer(r, m, args, net::msg_kind::returned);
   r.m.tag = m.tag;
-  r.m.length = m.length;
   const auto kind = static_cast<net::msg_kind>(m.kind);
   r.m.offset = net::is_long(kind) || kind == net::msg_kind::get_request ? m.offset : 0;
   r.m.aux = reason | (static_cast<uint64_t>(detail::op_of(static_cast<shm::packet_kind>(m.kind))) << 8);
-  std::memcpy(r.args, args, 4u * std::min<unsigned>(m.nargs, net::max_args));
   std::lock_guard lock(net_returns_mutex_);
   net_returns_.push_back(std::move(r));
   has_net_work_.store(true, std::memory_order_relaxed);

@@ -131,6 +131,9 @@ class process {
     std::vector<std::byte> data;  // a get's answer
     uint32_t done = 0;            // payload bytes handed to the network so far
   };
+  /// Fills r.m as a message of `kind` back to the sender of `m`, with its
+  /// handler, arguments and length.
+  static void answer(net_return& r, const net::message_header& m, const uint32_t* args, net::msg_kind kind) noexcept;
   std::mutex net_returns_mutex_;
   std::vector<net_return> net_returns_;
   std::atomic<bool> has_net_work_{false};
