@@ -9,6 +9,12 @@
 // proportion between. Fractional mode keeps it at CLUMP_NET_POLL_MIN; always
 // mode polls the network every time (the papers' comparison points).
 //
+// When the last 32 network polls all found nothing, the bundle stops polling
+// the socket and watches the network's doorbell instead (a load per poll; the
+// network's service thread rings it when a datagram comes), until a poll it
+// rang for finds something. An idle network then costs shared-memory traffic
+// nothing, and a busy one is polled directly, without a thread in the way.
+//
 // One poller per bundle. Its fields are relaxed atomics only so that the
 // threads of a parallel bundle may share it: a lost update shifts one network
 // poll by a poll or two, which is harmless.
@@ -42,6 +48,9 @@ class adaptive_poller {
     history_.store(h, std::memory_order_relaxed);
     countdown_.store(period(h), std::memory_order_relaxed);
   }
+
+  /// True when none of the last 32 network polls found anything.
+  bool quiet() const noexcept { return history_.load(std::memory_order_relaxed) == 0; }
 
   uint32_t period(uint32_t history) const noexcept {
     switch (mode_) {

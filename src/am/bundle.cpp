@@ -53,8 +53,8 @@ unsigned bundle::poll_endpoints() noexcept {
   unsigned n = 0;
   // The network first (what it delivers lands in the queues polled below),
   // but only as often as the adaptive poller says.
-  if (impl_->proc->net() && impl_->net_poller.due()) [[unlikely]]
-    impl_->net_poller.found(impl_->proc->poll_network());
+  if (net::network* net = impl_->proc->net()) [[unlikely]]
+    if (net->watching() ? net->rung() : impl_->net_poller.due()) impl_->poll_network_now(*net);
   for (endpoint_impl* e : l->eps) {
     // Look at the two heads here, inline: an empty poll is then a few loads.
     // (In parallel mode the head read without the consumer flag may be stale;
@@ -66,6 +66,15 @@ unsigned bundle::poll_endpoints() noexcept {
       n += deliver_returns(*e);
   }
   return n;
+}
+
+void detail::bundle_impl::poll_network_now(net::network& net) noexcept {
+  const unsigned found = proc->poll_network();
+  net_poller.found(found);
+  if (found)
+    net.unwatch();
+  else if (net_poller.quiet())
+    net.watch();  // (again, after a ring that found nothing)
 }
 
 std::chrono::microseconds bundle::spin_time() noexcept {

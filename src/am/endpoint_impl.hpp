@@ -116,6 +116,9 @@ struct bundle_impl {
   unsigned poll_batch = 0;  // CLUMP_POLL_BATCH, cached
   am::process* proc = nullptr;
   am::adaptive_poller net_poller;  // used only when the process has a network
+  /// Polls the network for this bundle and moves between polling the socket
+  /// and watching the doorbell (see adaptive_poller.hpp).
+  void poll_network_now(net::network& net) noexcept;
   bundle_impl(const core::config& c) noexcept
       : net_poller(static_cast<am::adaptive_poller::mode>(c.net_poll_mode), c.net_poll_min, c.net_poll_max) {}
   uint32_t wake_offset = 0;

@@ -63,7 +63,7 @@ struct network::peer_state {
   bool ack_due = false;
   clock::time_point ack_since;
   uint32_t unacked = 0;  // datagrams delivered or held since the last ack went out
-  double srtt_us = 0, rttvar_us = 0;
+  double srtt_us = 0, rttvar_us = 0, min_rtt_us = 1e9;
   bool rtt_known = false;
   clock::time_point heard;  // the last time it showed it is alive (or our first datagram to it)
   std::byte ack_bytes[sizeof(datagram_header)];
@@ -289,7 +289,13 @@ void network::on_acks(peer_state& p, int rank, const datagram_header& h, clock::
       // (its ack then measures the gap, not the path).
       const send_entry& newest = sc.at(a - 1);
       if (newest.transmissions == 1 && !newest.held) {
-        const double sample = micros(now - newest.first_sent);
+        // A peer that did not poll for a while acks late, and that delay is
+        // not the path's: a sample is taken as at most a few times the
+        // shortest round trip seen, so that one pause does not leave every
+        // later loss waiting tens of milliseconds for its timer.
+        const double raw = micros(now - newest.first_sent);
+        p.min_rtt_us = std::min(p.min_rtt_us, raw);
+        const double sample = std::min(raw, 4 * p.min_rtt_us + cfg_.net_rto_min_us);
         if (!p.rtt_known) {
           p.srtt_us = sample;
           p.rttvar_us = sample / 2;
@@ -569,11 +575,22 @@ void network::linger(clock::duration most) noexcept {
 // ---- the service thread -----------------------------------------------------
 
 void network::arm() noexcept {
-  // Relaxed: the eventfd write orders what matters (the service thread rereads armed_ after waking).
-  if (armed_.fetch_add(1, std::memory_order_relaxed) == 0) wake_service();
+  // Seq_cst, with the service thread's store of service_active_ and load of
+  // armed_ (Dekker): either it sees us armed, or we see it inactive and wake
+  // it. While it is active (it stays so a few ms after the last sleeper),
+  // arming costs no system call.
+  armed_.fetch_add(1, std::memory_order_seq_cst);
+  if (!service_active_.load(std::memory_order_seq_cst)) wake_service();
 }
 
 void network::disarm() noexcept { armed_.fetch_sub(1, std::memory_order_relaxed); }
+
+void network::watch() noexcept {
+  // Relaxed: the eventfd write hands the new state to the service thread.
+  doorbell_.store(false, std::memory_order_relaxed);
+  watching_.store(true, std::memory_order_relaxed);
+  wake_service();
+}
 
 void network::wake_service() noexcept {
   if (event_fd_ < 0) return;
@@ -583,10 +600,33 @@ void network::wake_service() noexcept {
 
 void network::service() noexcept {
   pollfd fds[2] = {{socket_.fd(), POLLIN, 0}, {event_fd_, POLLIN, 0}};
+  auto timeout_until = [](clock::time_point next) {
+    const auto now = clock::now();
+    const auto wait = next <= now ? clock::duration::zero()
+                                  : std::min<clock::duration>(next - now, std::chrono::milliseconds(100));
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
+    return timespec{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+  };
+  // After the last sleeper leaves, stay active a little: a thread that sleeps
+  // again soon (a barrier's short naps) then needs no wake-up call.
+  constexpr auto stay_active = std::chrono::milliseconds(5);
+  clock::time_point active_until{};
   while (!stopping_.load(std::memory_order_relaxed)) {
-    const bool active = cfg_.progress_thread || armed_.load(std::memory_order_relaxed) > 0;
-    timespec timeout{};
+    fds[0].revents = fds[1].revents = 0;
+    bool active = cfg_.progress_thread || armed_.load(std::memory_order_seq_cst) > 0;
     if (active) {
+      active_until = clock::now() + stay_active;
+    } else if (service_active_.load(std::memory_order_relaxed)) {
+      if (clock::now() < active_until) {
+        active = true;
+      } else {
+        service_active_.store(false, std::memory_order_seq_cst);
+        active = armed_.load(std::memory_order_seq_cst) > 0;  // armed meanwhile: it did not wake us
+      }
+    }
+    if (active) {
+      service_active_.store(true, std::memory_order_seq_cst);
+      // Someone sleeps (or the progress thread is on): drain the network here.
       clock::time_point next;
       {
         std::lock_guard lock(mutex_);
@@ -594,14 +634,21 @@ void network::service() noexcept {
         next = next_timer_;
       }
       sink_->after_poll();
-      const auto now = clock::now();
-      const auto wait = next <= now ? clock::duration::zero()
-                                    : std::min<clock::duration>(next - now, std::chrono::milliseconds(100));
-      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
-      timeout = {static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
-      ::ppoll(fds, 2, &timeout, nullptr);
+      const timespec t = timeout_until(std::min(next, active_until));
+      ::ppoll(fds, 2, &t, nullptr);
+    } else if (watching_.load(std::memory_order_relaxed) && !doorbell_.load(std::memory_order_relaxed)) {
+      // The doorbell: wait for a datagram or a timer, then ring for the pollers.
+      clock::time_point next;
+      {
+        std::lock_guard lock(mutex_);
+        next = next_timer_;
+      }
+      const timespec t = timeout_until(next);
+      const int n = ::ppoll(fds, 2, &t, nullptr);
+      // Release: a poller that sees the bell sees what made us ring it.
+      if (n == 0 || (fds[0].revents & POLLIN)) doorbell_.store(true, std::memory_order_release);
     } else {
-      ::ppoll(fds + 1, 1, nullptr, nullptr);  // until armed (or stopping)
+      ::ppoll(fds + 1, 1, nullptr, nullptr);  // until armed, watching again, or stopping
     }
     if (fds[1].revents & POLLIN) {
       uint64_t v;

@@ -115,6 +115,16 @@ class network {
   void arm() noexcept;
   void disarm() noexcept;
 
+  /// The doorbell, for a network that has gone quiet: instead of polling the
+  /// socket with a system call, pollers look at `rung()` (a load), and the
+  /// service thread, blocked on the socket, rings it when a datagram (or a
+  /// timer) wants attention. watch() starts it (or, after a poll that found
+  /// nothing, starts it again); unwatch() goes back to polling the socket.
+  void watch() noexcept;
+  void unwatch() noexcept { watching_.store(false, std::memory_order_relaxed); }
+  bool watching() const noexcept { return watching_.load(std::memory_order_relaxed); }
+  bool rung() const noexcept { return doorbell_.load(std::memory_order_acquire); }
+
   statistics stats() const noexcept;
   /// Writes the windows of every peer to stderr (for debugging: call it from gdb).
   void dump() noexcept;
@@ -167,6 +177,9 @@ class network {
   std::thread service_;
   int event_fd_ = -1;
   std::atomic<int> armed_{0};
+  std::atomic<bool> service_active_{false};  // the service thread drains the network (see arm())
+  std::atomic<bool> watching_{false};
+  std::atomic<bool> doorbell_{false};
   std::atomic<bool> stopping_{false};
 };
 

@@ -138,6 +138,22 @@ void udp_socket::flush(clock::time_point now) {
     out_msgs_[i].msg_hdr.msg_iovlen = 1;
   }
   size_t done = 0;
+  if (total == 1) {
+    // One datagram (a ping-pong's case): sendto costs less than sendmmsg.
+    for (;;) {
+      const ssize_t n = ::sendto(fd_, out_iov_[0].iov_base, out_iov_[0].iov_len, 0,
+                                 reinterpret_cast<const sockaddr*>(&out_peers_[0]), sizeof(sockaddr_in));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        counters_.send_errors++;  // the protocol retransmits
+      } else {
+        counters_.datagrams_sent++;
+        counters_.bytes_sent += out_iov_[0].iov_len;
+      }
+      break;
+    }
+    done = 1;
+  }
   while (done < total) {
     int n = ::sendmmsg(fd_, out_msgs_.data() + done, static_cast<unsigned>(total - done), 0);
     if (n > 0) {
@@ -164,6 +180,23 @@ void udp_socket::flush(clock::time_point now) {
 }
 
 unsigned udp_socket::receive_batch() {
+  if (single_) {
+    // While datagrams come one at a time (or not at all: the idle poll),
+    // recvfrom costs less than recvmmsg; a batch of two or more switches back.
+    socklen_t len = sizeof(sockaddr_in);
+    for (;;) {
+      const ssize_t n = ::recvfrom(fd_, in_bufs_[0].get(), max_datagram, MSG_DONTWAIT,
+                                   reinterpret_cast<sockaddr*>(&in_peers_[0]), &len);
+      if (n >= 0) {
+        in_msgs_[0].msg_len = static_cast<unsigned>(n);
+        // More may be queued behind it: try a batch next time.
+        single_ = false;
+        return 1;
+      }
+      if (errno == EINTR) continue;
+      return 0;
+    }
+  }
   for (unsigned i = 0; i < batch; ++i) {
     in_iov_[i] = {in_bufs_[i].get(), max_datagram};  // any UDP datagram fits: none is cut short
     in_msgs_[i] = {};
@@ -174,8 +207,12 @@ unsigned udp_socket::receive_batch() {
   }
   for (;;) {
     int n = ::recvmmsg(fd_, in_msgs_.data(), batch, MSG_DONTWAIT, nullptr);
-    if (n >= 0) return static_cast<unsigned>(n);
+    if (n >= 0) {
+      single_ = n < 2;
+      return static_cast<unsigned>(n);
+    }
     if (errno == EINTR) continue;
+    single_ = true;
     return 0;  // EAGAIN: nothing there; ECONNREFUSED: an ICMP error for an earlier send, ignored
   }
 }

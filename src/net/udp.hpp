@@ -103,6 +103,7 @@ class udp_socket {
   std::vector<struct iovec> in_iov_;
   std::vector<sockaddr_in> in_peers_;
   std::deque<held> held_in_;
+  bool single_ = true;  // the last receive found at most one datagram: use recvfrom
 };
 
 template <class F>
