@@ -9,7 +9,7 @@
 // proportion between. Fractional mode keeps it at CLUMP_NET_POLL_MIN; always
 // mode polls the network every time (the papers' comparison points).
 //
-// When the last 32 network polls all found nothing, the bundle stops polling
+// Adaptive mode only: when the last 32 network polls all found nothing, the bundle stops polling
 // the socket and watches the network's doorbell instead (a load per poll; the
 // network's service thread rings it when a datagram comes), until a poll it
 // rang for finds something. An idle network then costs shared-memory traffic
@@ -49,8 +49,10 @@ class adaptive_poller {
     countdown_.store(period(h), std::memory_order_relaxed);
   }
 
-  /// True when none of the last 32 network polls found anything.
-  bool quiet() const noexcept { return history_.load(std::memory_order_relaxed) == 0; }
+  /// True when none of the last 32 network polls found anything, in adaptive
+  /// mode (the fractional and always modes keep polling the socket: they are
+  /// the comparison points).
+  bool quiet() const noexcept { return mode_ == mode::adaptive && history_.load(std::memory_order_relaxed) == 0; }
 
   uint32_t period(uint32_t history) const noexcept {
     switch (mode_) {
