@@ -11,6 +11,7 @@
 #include "am/net_bridge.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"
+#include "core/tsan.hpp"
 #include "shm/queue.hpp"
 #include "shm/region.hpp"
 #include "shm/wake.hpp"
@@ -109,6 +110,7 @@ bool try_enqueue(am::remote_endpoint& to, bool reply, const outgoing& m, uint32_
   }
   if (m.ring_bytes) std::memcpy(shm::ring_at(q, c.ring_line), m.ring_data, m.ring_bytes);
   if (m.direct_bytes) std::memmove(m.direct, m.direct_data, m.direct_bytes);  // may overlap (to oneself)
+  core::sent_outside();  // (TSan only) the message may reach us back through another process
   shm::publish(q, c);
   if (c.wake) [[unlikely]]
     shm::wake(shm::wake_word(q));

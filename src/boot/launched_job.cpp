@@ -20,6 +20,7 @@
 
 #include "boot/channel.hpp"
 #include "core/log.hpp"
+#include "core/tsan.hpp"
 
 namespace clump::boot {
 
@@ -289,6 +290,7 @@ class launched_job final : public job {
   }
 
   void send(const progress_fn& progress, const char* what, bool throwing) {
+    core::sent_outside();  // see core/tsan.hpp
     for (;;) {
       int r = out_.flush(sock_);
       if (r == 1) return;
@@ -301,6 +303,9 @@ class launched_job final : public job {
   }
 
   frame receive(const progress_fn& progress, const char* what, bool throwing, wire::msg expected) {
+    struct heard {
+      ~heard() { core::heard_from_outside(); }  // whatever the frame, once it is in (see core/tsan.hpp)
+    } on_return;
     frame f;
     std::string why;
     for (;;) {

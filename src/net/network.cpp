@@ -12,6 +12,7 @@
 #include <clump/status.hpp>
 
 #include "core/log.hpp"
+#include "core/tsan.hpp"
 
 namespace clump::net {
 
@@ -164,6 +165,7 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
     }
   } while (true);
   next_timer_ = std::min(next_timer_, now + std::chrono::microseconds(static_cast<int64_t>(p.rto_us(cfg_.net_rto_min_us))));
+  core::sent_outside();  // see core/tsan.hpp
   socket_.flush(now);
   return result;
 }
@@ -264,6 +266,7 @@ void network::on_datagram(const std::byte* bytes, size_t n, const sockaddr_in& f
     }
     return;
   }
+  core::heard_from_outside();  // see core/tsan.hpp
   const int rank = static_cast<int>(d.h.src_rank);
   peer_state& p = *peers_[rank];
   // Nothing but its address ties a datagram to a rank: one of the right job
@@ -290,12 +293,13 @@ void network::on_acks(peer_state& p, int rank, const datagram_header& h, clock::
       const send_entry& newest = sc.at(a - 1);
       if (newest.transmissions == 1 && !newest.held) {
         // A peer that did not poll for a while acks late, and that delay is
-        // not the path's: a sample is taken as at most a few times the
-        // shortest round trip seen, so that one pause does not leave every
-        // later loss waiting tens of milliseconds for its timer.
+        // not the path's: a sample counts as at most 8 x the shortest round
+        // trip seen + 4 x the minimum timeout (room for the queueing of a
+        // full window), so that one pause does not leave every later loss
+        // waiting tens of milliseconds for its timer.
         const double raw = micros(now - newest.first_sent);
         p.min_rtt_us = std::min(p.min_rtt_us, raw);
-        const double sample = std::min(raw, 4 * p.min_rtt_us + cfg_.net_rto_min_us);
+        const double sample = std::min(raw, 8 * p.min_rtt_us + 4.0 * cfg_.net_rto_min_us);
         if (!p.rtt_known) {
           p.srtt_us = sample;
           p.rttvar_us = sample / 2;
@@ -321,7 +325,9 @@ void network::on_acks(peer_state& p, int rank, const datagram_header& h, clock::
     if (!any_held) continue;
     // A gap: the receiver holds later datagrams, so these were lost (or are
     // still on their way: not if sent less than about a round trip ago).
-    const double recent_us = std::max(50.0, p.rtt_known ? p.srtt_us + p.rttvar_us : initial_rto_us);
+    // (From the shortest round trip: a smoothed one inflated by a pause
+    // would hold the repair back.)
+    const double recent_us = std::max(50.0, p.rtt_known ? 2 * p.min_rtt_us : initial_rto_us);
     for (uint32_t s = sc.acked; s != highest_held; ++s) {
       send_entry& e = sc.at(s);
       if (e.held || micros(now - e.last_sent) < recent_us) continue;
