@@ -223,16 +223,6 @@ unsigned network::poll() noexcept {
   return n;
 }
 
-unsigned network::poll_blocking() noexcept {
-  unsigned n = 0;
-  {
-    std::lock_guard lock(mutex_);
-    n = poll_locked(clock::now());
-  }
-  if (sink_) sink_->after_poll();
-  return n;
-}
-
 unsigned network::poll_locked(clock::time_point now) noexcept {
   if (!sink_) return 0;
   const uint64_t before = messages_delivered_;
@@ -589,6 +579,8 @@ void network::arm() noexcept {
   if (!service_active_.load(std::memory_order_seq_cst)) wake_service();
 }
 
+// Relaxed: a leaving sleeper needs nothing from the service thread; at worst
+// it drains the network once more than needed.
 void network::disarm() noexcept { armed_.fetch_sub(1, std::memory_order_relaxed); }
 
 void network::watch() noexcept {
@@ -643,6 +635,8 @@ void network::service() noexcept {
       const timespec t = timeout_until(std::min(next, active_until));
       ::ppoll(fds, 2, &t, nullptr);
     } else if (watching_.load(std::memory_order_relaxed) && !doorbell_.load(std::memory_order_relaxed)) {
+      // (Relaxed: every change of these is followed by an eventfd write that
+      // brings us round this loop again.)
       // The doorbell: wait for a datagram or a timer, then ring for the pollers.
       clock::time_point next;
       {

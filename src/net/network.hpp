@@ -103,8 +103,6 @@ class network {
   /// Receives, acknowledges, retransmits and delivers; returns the number of
   /// messages delivered. Returns 0 at once when another thread is at it.
   unsigned poll() noexcept;
-  /// Like poll() but waits for the mutex (the service thread).
-  unsigned poll_blocking() noexcept;
 
   /// Before the process exits: acknowledges what arrived and waits up to
   /// `most` for what we sent to be acknowledged (by reachable peers).
