@@ -79,7 +79,7 @@ network::network(const core::config& cfg, int rank_hint)
                          static_cast<uint64_t>(rank_hint)) {}
 
 network::~network() {
-  stopping_.store(true, std::memory_order_relaxed);
+  stopping_.store(true, std::memory_order_relaxed);  // relaxed: the eventfd write below carries it
   wake_service();
   if (service_.joinable()) service_.join();
   if (event_fd_ >= 0) ::close(event_fd_);

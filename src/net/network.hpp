@@ -119,6 +119,9 @@ class network {
   /// timer) wants attention. watch() starts it (or, after a poll that found
   /// nothing, starts it again); unwatch() goes back to polling the socket.
   void watch() noexcept;
+  // Relaxed: a hint between pollers and the service thread; a stale value
+  // costs one needless socket poll or one ring, never a lost datagram (the
+  // socket keeps it, level-triggered).
   void unwatch() noexcept { watching_.store(false, std::memory_order_relaxed); }
   bool watching() const noexcept { return watching_.load(std::memory_order_relaxed); }
   bool rung() const noexcept { return doorbell_.load(std::memory_order_acquire); }
