@@ -14,6 +14,9 @@
 // network's service thread rings it when a datagram comes), until a poll it
 // rang for finds something. An idle network then costs shared-memory traffic
 // nothing, and a busy one is polled directly, without a thread in the way.
+// The doorbell is only a hint, though: the service thread may not get a core
+// soon when every core spins (one process per core), so a quiet bundle still
+// looks at the socket once in 32 x CLUMP_NET_POLL_MAX polls.
 //
 // One poller per bundle. Its fields are relaxed atomics only so that the
 // threads of a parallel bundle may share it: a lost update shifts one network
@@ -60,6 +63,7 @@ class adaptive_poller {
       case mode::fractional: return min_;
       case mode::adaptive: break;
     }
+    if (history == 0) return 32 * max_;  // quiet: the doorbell, and a look now and then
     const uint32_t hits = static_cast<uint32_t>(std::popcount(history));
     return max_ - (max_ - min_) * hits / 32;
   }

@@ -54,7 +54,7 @@ unsigned bundle::poll_endpoints() noexcept {
   // The network first (what it delivers lands in the queues polled below),
   // but only as often as the adaptive poller says.
   if (net::network* net = impl_->proc->net()) [[unlikely]]
-    if (net->watching() ? net->rung() : impl_->net_poller.due()) impl_->poll_network_now(*net);
+    if ((net->watching() && net->rung()) || impl_->net_poller.due()) impl_->poll_network_now(*net);
   for (endpoint_impl* e : l->eps) {
     // Look at the two heads here, inline: an empty poll is then a few loads.
     // (In parallel mode the head read without the consumer flag may be stale;
@@ -73,7 +73,7 @@ void detail::bundle_impl::poll_network_now(net::network& net) noexcept {
   net_poller.found(found);
   if (found)
     net.unwatch();
-  else if (net_poller.quiet())
+  else if (net_poller.quiet() && (!net.watching() || net.rung()))
     net.watch();  // (again, after a ring that found nothing)
 }
 

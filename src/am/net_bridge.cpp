@@ -18,15 +18,15 @@ const char* what(msg_kind k) noexcept {
 
 }  // namespace
 
-void net_sink::write_long(int /*peer*/, const net::message_header& m, const std::byte* data, size_t n) noexcept {
+bool net_sink::place_long(int /*peer*/, const net::message_header& m, size_t n, net::filler& f) noexcept {
   // Only into the endpoint the sender meant: a slot taken by a new endpoint
   // since then gets nothing (the message is refused when it is delivered).
   remote_endpoint* own = p_.remote(source_id(p_.rank(), m.dst_slot));
-  if (!own) return;
+  if (!own) return false;
   // Relaxed: see queue_block.hpp (state).
   const uint32_t state = own->view.header->state.load(std::memory_order_relaxed);
-  if (!(state & 1u) || (m.dst_state && m.dst_state != state)) return;
-  p_.write_segment(m.dst_slot, m.offset, m.length, m.frag_offset, data, n);
+  if (!(state & 1u) || (m.dst_state && m.dst_state != state)) return false;
+  return p_.place_in_segment(m.dst_slot, m.offset, m.length, m.frag_offset, n, f);
 }
 
 bool net_sink::deliver(int peer, const net::message_header& m, const uint32_t* args,
@@ -110,9 +110,22 @@ status send_net(endpoint_impl& from, am::remote_endpoint& to, shm::packet_kind k
   m.offset = offset;
   m.aux = aux;
   uint32_t done = 0;
+  // A big payload of a blocking send is lent to the network rather than
+  // copied into its retransmission buffers; the call then returns once the
+  // destination acknowledged it all (or is found unreachable).
+  const size_t lend = core::settings().net_lend;
+  const bool lent = lend && length >= lend && policy != when_full::give_up && data;
+  uint32_t until = 0;
   for (unsigned round = 0;; ++round) {
-    const status s = net->send(to.rank, m, args, data, done);
-    if (s == status::ok) return s;
+    const status s = net->send(to.rank, m, args, data, done, lent ? &until : nullptr);
+    if (s == status::ok) {
+      if (!lent) return s;
+      for (unsigned wait = 0; !net->settled(to.rank, m, until); ++wait) {
+        from.proc->poll_network();
+        wait_for_room(from, policy, round + wait);
+      }
+      return s;
+    }
     if (s == status::resource) {
       // Relaxed: a hint shared by this process's threads (see remote_endpoint::gone).
       to.gone.store(true, std::memory_order_relaxed);
@@ -150,6 +163,7 @@ network_stats network_statistics() noexcept {
   out.out_of_order = s.out_of_order;
   out.acks_sent = s.acks_sent;
   out.stalls = s.stalls;
+  out.placed = s.placed;
   using net::refusal;
   auto refused = [&](refusal r) { return s.refused[static_cast<unsigned>(r)]; };
   out.refused_truncated = refused(refusal::truncated);

@@ -71,6 +71,11 @@ const setting_def registry[] = {
      "lossy Ethernet to avoid IP fragmentation)",
      false},
     {"CLUMP_NET_WINDOW", setting_type::integer, "64", "datagrams in flight per peer and direction (1 to 64)", false},
+    {"CLUMP_NET_LEND", setting_type::size, "512K",
+     "blocking long messages over the network of at least this many bytes are sent from the caller's buffer "
+     "without a copy, and the call returns once the destination has acknowledged them (it waits for the "
+     "destination to poll); shorter ones, and the async forms, are copied and return at once; 0: always copy",
+     false},
     {"CLUMP_NET_TIMEOUT_MS", setting_type::integer, "10000",
      "a peer that acknowledges nothing for this long is declared unreachable and its messages come back to "
      "handler 0; 0: never give up (for debuggers)",
@@ -197,6 +202,7 @@ config parse() {
   int64_t window = integer("CLUMP_NET_WINDOW");
   if (window < 1 || window > 64) bad_setting("CLUMP_NET_WINDOW=%lld must be between 1 and 64", static_cast<long long>(window));
   c.net_window = static_cast<uint32_t>(window);
+  c.net_lend = size("CLUMP_NET_LEND");
   int64_t timeout = integer("CLUMP_NET_TIMEOUT_MS");
   if (timeout < 0 || timeout > 86400000) bad_setting("CLUMP_NET_TIMEOUT_MS must be between 0 (never) and 86400000");
   c.net_timeout_ms = static_cast<uint32_t>(timeout);

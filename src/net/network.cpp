@@ -24,12 +24,18 @@ constexpr double initial_rto_us = 5000;
 constexpr double max_rto_us = 1e6;
 /// How often a stalled channel offers its head message again.
 constexpr auto stall_retry = std::chrono::microseconds(200);
+/// Long fragments at least this big are received straight into the
+/// destination segment (a peek first, then a read into place) rather than
+/// read in a batch and copied: a system call more, a copy less.
+constexpr size_t placed_min = 16384;
 
 double micros(clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 }  // namespace
 
 struct network::send_entry {
-  std::vector<std::byte> bytes;  // the encoded datagram, kept until acknowledged
+  std::vector<std::byte> bytes;  // the encoded datagram (or its headers, if the payload is lent), kept until acknowledged
+  const std::byte* lent = nullptr;  // the payload, lent by the sender until acknowledged
+  size_t lent_bytes = 0;
   clock::time_point first_sent, last_sent;
   uint32_t transmissions = 0;
   bool held = false;           // the receiver holds it (selective ack): probed, not resent
@@ -85,6 +91,19 @@ network::~network() {
   if (event_fd_ >= 0) ::close(event_fd_);
 }
 
+bool sink::write_long(int peer, const message_header& m, const std::byte* data, size_t n) noexcept {
+  struct copy final : filler {
+    const std::byte* from;
+    size_t n;
+    copy(const std::byte* f, size_t k) : from(f), n(k) {}
+    bool fill(std::byte* dst) noexcept override {
+      std::memcpy(dst, from, n);
+      return true;
+    }
+  } c(data, n);
+  return place_long(peer, m, n, c);
+}
+
 std::vector<std::byte> network::address_blob() const {
   const sockaddr_in& a = socket_.address();
   std::vector<std::byte> blob(sizeof a);
@@ -116,7 +135,8 @@ void network::start(uint64_t job, int rank, std::span<const std::vector<std::byt
 
 // ---- sending ----------------------------------------------------------------
 
-status network::send(int peer, message_header& m, const uint32_t* args, const void* data, uint32_t& done) noexcept {
+status network::send(int peer, message_header& m, const uint32_t* args, const void* data, uint32_t& done,
+                     uint32_t* until) noexcept {
   std::lock_guard lock(mutex_);
   if (peer < 0 || static_cast<size_t>(peer) >= peers_.size() || !peers_[peer]) return status::resource;
   peer_state& p = *peers_[peer];
@@ -138,7 +158,7 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
     if (done == 0) m.msg_id = seq;
     const size_t n = payload ? std::min<size_t>(room, m.length - done) : 0;
     send_entry& e = sc.at(seq);
-    e.bytes.resize(data_header_bytes + 4u * m.nargs + n);
+    e.bytes.resize(data_header_bytes + 4u * m.nargs + (until ? 0 : n));
     datagram_header h{};
     h.magic = wire_magic;
     h.version = wire_version;
@@ -152,7 +172,9 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
     m.frag_offset = done;
     std::memcpy(e.bytes.data() + sizeof h, &m, sizeof m);
     if (m.nargs) std::memcpy(e.bytes.data() + data_header_bytes, args, 4u * m.nargs);
-    if (n) std::memcpy(e.bytes.data() + data_header_bytes + 4u * m.nargs, static_cast<const std::byte*>(data) + done, n);
+    e.lent = until && n ? static_cast<const std::byte*>(data) + done : nullptr;
+    e.lent_bytes = e.lent ? n : 0;
+    if (n && !until) std::memcpy(e.bytes.data() + data_header_bytes + 4u * m.nargs, static_cast<const std::byte*>(data) + done, n);
     e.first_sent = now;
     e.transmissions = 0;
     e.held = false;
@@ -161,6 +183,7 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
     transmit(p, peer, e, now);
     if (e.last_fragment) {
       ++messages_sent_;
+      if (until) *until = sc.next_seq;
       break;
     }
   } while (true);
@@ -168,6 +191,14 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
   core::sent_outside();  // see core/tsan.hpp
   socket_.flush(now);
   return result;
+}
+
+bool network::settled(int peer, const message_header& m, uint32_t until) noexcept {
+  std::lock_guard lock(mutex_);
+  peer_state& p = *peers_[peer];
+  const send_channel& sc = p.out[static_cast<unsigned>(is_request(static_cast<msg_kind>(m.kind)) ? channel::request
+                                                                                                  : channel::reply)];
+  return p.unreachable || seq_diff(sc.acked, until) >= 0;
 }
 
 void network::fill_acks(peer_state& p, datagram_header& h) const noexcept {
@@ -191,7 +222,7 @@ void network::transmit(peer_state& p, int /*rank*/, send_entry& e, clock::time_p
   p.unacked = 0;
   e.last_sent = now;
   ++e.transmissions;
-  socket_.queue(p.addr, e.bytes.data(), e.bytes.size());
+  socket_.queue(p.addr, e.bytes.data(), e.bytes.size(), e.lent, e.lent_bytes);
 }
 
 void network::send_ack(peer_state& p, int rank) noexcept {
@@ -225,9 +256,11 @@ unsigned network::poll() noexcept {
 
 unsigned network::poll_locked(clock::time_point now) noexcept {
   if (!sink_) return 0;
-  const uint64_t before = messages_delivered_;
+  const uint64_t before = socket_.counters().datagrams_received;
   // A few batches at most, so that one poll cannot be held forever by a flood.
   for (int round = 0; round < 4; ++round) {
+    if (big_long_ && receive_placed(now)) continue;
+    big_long_ = false;
     const unsigned got = socket_.receive(now, [&](const std::byte* bytes, size_t n, const sockaddr_in& from) {
       on_datagram(bytes, n, from, now);
     });
@@ -236,16 +269,12 @@ unsigned network::poll_locked(clock::time_point now) noexcept {
   if (now >= next_timer_ || socket_.holding()) run_timers(now);
   if (!give_backs_.empty()) offer_give_backs();
   socket_.flush(now);
-  return static_cast<unsigned>(messages_delivered_ - before);
+  return static_cast<unsigned>(socket_.counters().datagrams_received - before);
 }
 
 void network::on_datagram(const std::byte* bytes, size_t n, const sockaddr_in& from, clock::time_point now) noexcept {
   decoded d;
   const refusal r = decode(bytes, n, job_, static_cast<uint32_t>(rank_), static_cast<uint32_t>(peers_.size()), d);
-  if (r == refusal::none && !peers_[d.h.src_rank]) [[unlikely]] {
-    ++refused_[static_cast<unsigned>(refusal::bad_rank)];  // a rank we reach through shared memory
-    return;
-  }
   if (r != refusal::none) [[unlikely]] {
     ++refused_[static_cast<unsigned>(r)];
     if (r == refusal::wrong_version && !version_warned_) {
@@ -256,19 +285,74 @@ void network::on_datagram(const std::byte* bytes, size_t n, const sockaddr_in& f
     }
     return;
   }
-  core::heard_from_outside();  // see core/tsan.hpp
-  const int rank = static_cast<int>(d.h.src_rank);
-  peer_state& p = *peers_[rank];
+  peer_state* p = sender_of(d, from);
+  if (!p) return;
+  big_long_ = n >= placed_min && is_long(static_cast<msg_kind>(d.m.kind)) && d.h.type == uint8_t(datagram_type::data);
+  accept(*p, static_cast<int>(d.h.src_rank), bytes, n, d, now, false);
+}
+
+network::peer_state* network::sender_of(const decoded& d, const sockaddr_in& from) noexcept {
+  peer_state* p = peers_[d.h.src_rank].get();
+  if (!p) [[unlikely]] {
+    ++refused_[static_cast<unsigned>(refusal::bad_rank)];  // a rank we reach through shared memory
+    return nullptr;
+  }
   // Nothing but its address ties a datagram to a rank: one of the right job
   // from anywhere else is an impostor (or a stray), never a message.
-  if (from.sin_addr.s_addr != p.addr.sin_addr.s_addr || from.sin_port != p.addr.sin_port) [[unlikely]] {
+  if (from.sin_addr.s_addr != p->addr.sin_addr.s_addr || from.sin_port != p->addr.sin_port) [[unlikely]] {
     ++refused_[static_cast<unsigned>(refusal::wrong_source)];
-    return;
+    return nullptr;
   }
-  if (p.unreachable) return;  // declared gone: its late datagrams change nothing
+  if (p->unreachable) return nullptr;  // declared gone: its late datagrams change nothing
+  return p;
+}
+
+void network::accept(peer_state& p, int rank, const std::byte* bytes, size_t n, const decoded& d,
+                     clock::time_point now, bool placed) noexcept {
+  core::heard_from_outside();  // see core/tsan.hpp
   p.heard = now;
   on_acks(p, rank, d.h, now);
-  if (d.h.type == static_cast<uint8_t>(datagram_type::data)) on_data(p, rank, bytes, n, d, now);
+  if (d.h.type == static_cast<uint8_t>(datagram_type::data)) on_data(p, rank, bytes, n, d, now, placed);
+}
+
+bool network::receive_placed(clock::time_point now) noexcept {
+  // While big long fragments arrive in order (a stream), each is read
+  // straight into its place in the destination segment. Anything else stops
+  // this and is left in the socket for the batch receive. (The last fragment
+  // of a message is left too: it delivers the message, and a stalled
+  // delivery keeps a copy of the datagram.)
+  if (!socket_.may_place()) return false;
+  alignas(8) std::byte head[data_header_bytes + 4 * max_args];
+  struct from_socket final : filler {
+    udp_socket& socket;
+    std::byte* head;
+    size_t head_n, n;
+    from_socket(udp_socket& s, std::byte* h, size_t hn, size_t k) : socket(s), head(h), head_n(hn), n(k) {}
+    bool fill(std::byte* dst) noexcept override { return socket.receive_split(head, head_n, dst, n); }
+  };
+  for (unsigned i = 0; i < 64; ++i) {
+    sockaddr_in from{};
+    const ssize_t n = socket_.peek(head, sizeof head, from);
+    if (n < static_cast<ssize_t>(placed_min)) return i > 0;
+    decoded d;
+    if (decode(head, static_cast<size_t>(n), job_, static_cast<uint32_t>(rank_), static_cast<uint32_t>(peers_.size()),
+               d) != refusal::none ||
+        d.h.type != static_cast<uint8_t>(datagram_type::data) || !is_long(static_cast<msg_kind>(d.m.kind)) ||
+        d.m.frag_offset + d.payload_bytes == d.m.length)
+      return i > 0;
+    peer_state* p = peers_[d.h.src_rank].get();
+    if (!p || p->unreachable || from.sin_addr.s_addr != p->addr.sin_addr.s_addr || from.sin_port != p->addr.sin_port)
+      return i > 0;
+    recv_channel& rc = p->in[d.h.channel];
+    if (d.h.seq != rc.next || rc.stalled || !rc.at(d.h.seq).empty()) return i > 0;
+    const int rank = static_cast<int>(d.h.src_rank);
+    from_socket f(socket_, head, n - d.payload_bytes, d.payload_bytes);
+    if (!sink_->place_long(rank, d.m, d.payload_bytes, f)) return i > 0;
+    d.payload = nullptr;
+    ++placed_;
+    accept(*p, rank, head, static_cast<size_t>(n), d, now, true);
+  }
+  return true;
 }
 
 void network::on_acks(peer_state& p, int rank, const datagram_header& h, clock::time_point now) noexcept {
@@ -328,7 +412,7 @@ void network::on_acks(peer_state& p, int rank, const datagram_header& h, clock::
 }
 
 void network::on_data(peer_state& p, int rank, const std::byte* bytes, size_t n, const decoded& d,
-                      clock::time_point now) noexcept {
+                      clock::time_point now, bool placed) noexcept {
   recv_channel& rc = p.in[d.h.channel];
   const int32_t ahead = seq_diff(d.h.seq, rc.next);
   if (ahead < 0 || (ahead < static_cast<int32_t>(ring_size) && !rc.at(d.h.seq).empty())) {
@@ -356,9 +440,15 @@ void network::on_data(peer_state& p, int rank, const std::byte* bytes, size_t n,
     next_timer_ = std::min(next_timer_, now + std::chrono::microseconds(cfg_.net_ack_delay_us));
   }
   ++p.unacked;
-  if (ahead == 0 && !rc.stalled && consume(p, rank, rc, d)) {
+  if (ahead == 0 && !rc.stalled && consume(p, rank, rc, d, placed)) {
     ++rc.next;
     drain_held(p, rank, rc, now);
+    // The end of a message of several datagrams: its sender may be waiting
+    // to reuse its payload (a lent one), so it hears at once.
+    if (d.m.frag_offset > 0 && d.m.frag_offset + d.payload_bytes == d.m.length) {
+      send_ack(p, rank);
+      return;
+    }
   } else {
     // Early (a gap before it) or the am layer is full: keep a copy.
     if (ahead > 0) ++out_of_order_;
@@ -405,7 +495,7 @@ void network::drain_held(peer_state& p, int rank, recv_channel& rc, clock::time_
   }
 }
 
-bool network::consume(peer_state& /*p*/, int rank, recv_channel& rc, const decoded& d) noexcept {
+bool network::consume(peer_state& /*p*/, int rank, recv_channel& rc, const decoded& d, bool placed) noexcept {
   const message_header& m = d.m;
   const auto kind = static_cast<msg_kind>(m.kind);
   if (!carries_payload(kind)) {
@@ -416,7 +506,7 @@ bool network::consume(peer_state& /*p*/, int rank, recv_channel& rc, const decod
   const bool last = m.frag_offset + d.payload_bytes == m.length;
   if (is_long(kind)) {
     // Straight into the destination segment (again, harmlessly, if this is a stalled last fragment).
-    if (d.payload_bytes) sink_->write_long(rank, m, d.payload, d.payload_bytes);
+    if (d.payload_bytes && !placed) sink_->write_long(rank, m, d.payload, d.payload_bytes);
     if (!last) return true;
     if (!sink_->deliver(rank, m, d.args, nullptr)) return false;
     ++messages_delivered_;
@@ -705,6 +795,7 @@ statistics network::stats() const noexcept {
   s.out_of_order = out_of_order_;
   s.acks_sent = acks_sent_;
   s.stalls = stalls_;
+  s.placed = placed_;
   std::copy(std::begin(refused_), std::end(refused_), s.refused);
   s.fault_dropped = u.fault_dropped;
   s.fault_duplicated = u.fault_duplicated;

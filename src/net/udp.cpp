@@ -94,7 +94,15 @@ std::string udp_socket::to_text(const sockaddr_in& a) {
 
 std::string udp_socket::address_text() const { return to_text(self_); }
 
-void udp_socket::queue(const sockaddr_in& to, const std::byte* data, size_t n) {
+void udp_socket::queue(const sockaddr_in& to, const std::byte* data, size_t n, const std::byte* body,
+                       size_t body_n) {
+  const uint8_t parts = body_n ? 2 : 1;
+  auto add = [&] {
+    out_peers_.push_back(to);
+    out_parts_.push_back(parts);
+    out_iov_.push_back({const_cast<std::byte*>(data), n});
+    if (body_n) out_iov_.push_back({const_cast<std::byte*>(body), body_n});
+  };
   if (faults_.outgoing && (faults_.drop > 0 || faults_.duplicate > 0 || faults_.reorder > 0 || faults_.delay > 0)) {
     if (random_.chance(faults_.drop)) {
       counters_.fault_dropped++;
@@ -105,50 +113,58 @@ void udp_socket::queue(const sockaddr_in& to, const std::byte* data, size_t n) {
     if (reorder || delay) {
       // Reordered: sent after the datagrams queued behind it; delayed: after delay_us.
       (reorder ? counters_.fault_reordered : counters_.fault_delayed)++;
-      held_out_.push_back({to, std::vector<std::byte>(data, data + n),
+      std::vector<std::byte> copy(data, data + n);
+      copy.insert(copy.end(), body, body + body_n);
+      held_out_.push_back({to, std::move(copy),
                            delay ? clock::now() + std::chrono::microseconds(faults_.delay_us) : clock::time_point{}});
       return;
     }
     if (random_.chance(faults_.duplicate)) {
       counters_.fault_duplicated++;
-      out_peers_.push_back(to);
-      out_iov_.push_back({const_cast<std::byte*>(data), n});
+      add();
     }
   }
-  out_peers_.push_back(to);
-  out_iov_.push_back({const_cast<std::byte*>(data), n});
+  add();
 }
 
 void udp_socket::flush(clock::time_point now) {
   // Held datagrams go after this batch (reorder) or once due (delay).
-  const size_t fresh = out_iov_.size();
+  const size_t fresh = out_parts_.size();
   for (size_t i = 0; i < held_out_.size(); ++i)
     if (held_out_[i].due <= now) {
       out_peers_.push_back(held_out_[i].peer);
+      out_parts_.push_back(1);
       out_iov_.push_back({held_out_[i].bytes.data(), held_out_[i].bytes.size()});
     }
-  const size_t total = out_iov_.size();
+  const size_t total = out_parts_.size();
   if (total == 0) return;
   out_msgs_.resize(total);
-  for (size_t i = 0; i < total; ++i) {
+  for (size_t i = 0, part = 0; i < total; part += out_parts_[i], ++i) {
     out_msgs_[i] = {};
     out_msgs_[i].msg_hdr.msg_name = &out_peers_[i];
     out_msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
-    out_msgs_[i].msg_hdr.msg_iov = &out_iov_[i];
-    out_msgs_[i].msg_hdr.msg_iovlen = 1;
+    out_msgs_[i].msg_hdr.msg_iov = &out_iov_[part];
+    out_msgs_[i].msg_hdr.msg_iovlen = out_parts_[i];
   }
+  auto length = [&](size_t i) {
+    size_t n = 0;
+    for (size_t k = 0; k < out_msgs_[i].msg_hdr.msg_iovlen; ++k) n += out_msgs_[i].msg_hdr.msg_iov[k].iov_len;
+    return n;
+  };
   size_t done = 0;
   if (total == 1) {
-    // One datagram (a ping-pong's case): sendto costs less than sendmmsg.
+    // One datagram (a ping-pong's case): sendto (or sendmsg, for two parts) costs less than sendmmsg.
     for (;;) {
-      const ssize_t n = ::sendto(fd_, out_iov_[0].iov_base, out_iov_[0].iov_len, 0,
-                                 reinterpret_cast<const sockaddr*>(&out_peers_[0]), sizeof(sockaddr_in));
+      const ssize_t n = out_parts_[0] == 1
+                            ? ::sendto(fd_, out_iov_[0].iov_base, out_iov_[0].iov_len, 0,
+                                       reinterpret_cast<const sockaddr*>(&out_peers_[0]), sizeof(sockaddr_in))
+                            : ::sendmsg(fd_, &out_msgs_[0].msg_hdr, 0);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
         counters_.send_errors++;  // the protocol retransmits
       } else {
         counters_.datagrams_sent++;
-        counters_.bytes_sent += out_iov_[0].iov_len;
+        counters_.bytes_sent += static_cast<size_t>(n);
       }
       break;
     }
@@ -157,7 +173,7 @@ void udp_socket::flush(clock::time_point now) {
   while (done < total) {
     int n = ::sendmmsg(fd_, out_msgs_.data() + done, static_cast<unsigned>(total - done), 0);
     if (n > 0) {
-      for (size_t i = done; i < done + static_cast<size_t>(n); ++i) counters_.bytes_sent += out_iov_[i].iov_len;
+      for (size_t i = done; i < done + static_cast<size_t>(n); ++i) counters_.bytes_sent += length(i);
       counters_.datagrams_sent += static_cast<uint64_t>(n);
       done += static_cast<size_t>(n);
       continue;
@@ -169,6 +185,7 @@ void udp_socket::flush(clock::time_point now) {
     ++done;
   }
   out_iov_.clear();
+  out_parts_.clear();
   out_peers_.clear();
   // Drop the held ones just sent (they were appended after the fresh ones, in order).
   if (total > fresh) {
@@ -214,6 +231,30 @@ unsigned udp_socket::receive_batch() {
     if (errno == EINTR) continue;
     single_ = true;
     return 0;  // EAGAIN: nothing there; ECONNREFUSED: an ICMP error for an earlier send, ignored
+  }
+}
+
+ssize_t udp_socket::peek(std::byte* head, size_t cap, sockaddr_in& from) noexcept {
+  socklen_t len = sizeof from;
+  for (;;) {
+    const ssize_t n = ::recvfrom(fd_, head, cap, MSG_DONTWAIT | MSG_PEEK | MSG_TRUNC,
+                                 reinterpret_cast<sockaddr*>(&from), &len);
+    if (n >= 0 || errno != EINTR) return n;
+  }
+}
+
+bool udp_socket::receive_split(std::byte* head, size_t head_n, std::byte* body, size_t body_n) noexcept {
+  iovec parts[2] = {{head, head_n}, {body, body_n}};
+  msghdr m{};
+  m.msg_iov = parts;
+  m.msg_iovlen = 2;
+  for (;;) {
+    const ssize_t n = ::recvmsg(fd_, &m, MSG_DONTWAIT | MSG_TRUNC);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    counters_.datagrams_received++;
+    counters_.bytes_received += static_cast<size_t>(n);
+    return static_cast<size_t>(n) == head_n + body_n && !(m.msg_flags & MSG_TRUNC);
   }
 }
 

@@ -4,6 +4,7 @@
 // delay) on either direction for tests. Knows nothing about reliability.
 
 #include <netinet/in.h>
+#include <sys/types.h>
 
 #include <chrono>
 #include <cstddef>
@@ -59,9 +60,11 @@ class udp_socket {
   std::string address_text() const;
   static std::string to_text(const sockaddr_in& a);
 
-  /// Queues a datagram for the next flush(). The bytes are copied only when a
+  /// Queues a datagram of `n` bytes at `data`, followed by `body_n` bytes at
+  /// `body` (if any), for the next flush(). The bytes are copied only when a
   /// fault holds them back; otherwise they must stay valid until flush().
-  void queue(const sockaddr_in& to, const std::byte* data, size_t n);
+  void queue(const sockaddr_in& to, const std::byte* data, size_t n, const std::byte* body = nullptr,
+             size_t body_n = 0);
   /// Sends everything queued (and held datagrams whose delay is over).
   void flush(clock::time_point now);
   /// True when held datagrams (delay or reorder) are waiting.
@@ -72,6 +75,16 @@ class udp_socket {
   template <class F>
   unsigned receive(clock::time_point now, F&& on_datagram);
 
+  /// For receiving a datagram straight into its final place: false when
+  /// incoming faults are on or datagrams are held (they must go first).
+  bool may_place() const noexcept { return !faults_.incoming && held_in_.empty(); }
+  /// Copies the first bytes of the next datagram into `head` (up to `cap`)
+  /// without taking it; returns its whole length, or -1 when none is there.
+  ssize_t peek(std::byte* head, size_t cap, sockaddr_in& from) noexcept;
+  /// Takes the next datagram (the one peek() saw): its first `head_n` bytes
+  /// into `head`, the next `body_n` into `body`. False if it had another length.
+  bool receive_split(std::byte* head, size_t head_n, std::byte* body, size_t body_n) noexcept;
+
   const udp_counters& counters() const noexcept { return counters_; }
 
  private:
@@ -81,7 +94,6 @@ class udp_socket {
     clock::time_point due;
   };
   unsigned receive_batch();
-  void send_now(const sockaddr_in& to, const std::byte* data, size_t n);
 
   int fd_ = -1;
   sockaddr_in self_{};
@@ -92,7 +104,8 @@ class udp_socket {
 
   // Outgoing batch.
   std::vector<struct mmsghdr> out_msgs_;
-  std::vector<struct iovec> out_iov_;
+  std::vector<struct iovec> out_iov_;   // every part of every queued datagram, in order
+  std::vector<uint8_t> out_parts_;       // per queued datagram: how many of out_iov_ (1 or 2)
   std::vector<sockaddr_in> out_peers_;
   std::deque<held> held_out_;
   // Incoming batch.

@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -176,6 +177,9 @@ int scenario_kinds(clump::runtime& rt, bool private_segment) {
     auto p = make_payload(len, static_cast<uint32_t>(off + len));
     CHECK(ep.request_long(peer, long_req, p, off, off, static_cast<uint32_t>(off + len)) == clump::status::ok,
           "long %zu at %llu", len, static_cast<unsigned long long>(off));
+    // The payload may be reused once the call returns: what arrives must not
+    // change (over the network a big one is lent, not copied, until acknowledged).
+    std::fill(p.begin(), p.end(), std::byte{0xee});
     ++long_sent;
     // The next request may overwrite this one's area: wait for its reply.
     rt.wait_until([&] { return long_ok + long_bad == long_sent; });
