@@ -448,7 +448,10 @@ class endpoint {
                     0, false);
   }
   /// Long request: the payload lands at `offset` in the destination's segment
-  /// before the handler runs there. Returns when `payload` may be reused.
+  /// before the handler runs there. Returns when `payload` may be reused
+  /// (over the network, a payload of CLUMP_NET_LEND bytes or more is sent
+  /// without a copy, and the call returns once the destination acknowledged
+  /// it, that is, after the destination polled).
   template <class... A>
   status request_long(int dest, payload_request_handler<A...> h, std::span<const std::byte> payload,
                       uint64_t offset, std::type_identity_t<A>... a) noexcept {

@@ -71,6 +71,10 @@ const setting_def registry[] = {
      "lossy Ethernet to avoid IP fragmentation)",
      false},
     {"CLUMP_NET_WINDOW", setting_type::integer, "64", "datagrams in flight per peer and direction (1 to 64)", false},
+    {"CLUMP_NET_SEND_SOCKETS", setting_type::integer, "256",
+     "datagrams to up to this many peers go out through a socket connected to each (the kernel keeps the route: "
+     "shorter latency), the rest through the one receiving socket; 0: that socket only",
+     false},
     {"CLUMP_NET_LEND", setting_type::size, "512K",
      "blocking long messages over the network of at least this many bytes are sent from the caller's buffer "
      "without a copy, and the call returns once the destination has acknowledged them (it waits for the "
@@ -203,6 +207,9 @@ config parse() {
   if (window < 1 || window > 64) bad_setting("CLUMP_NET_WINDOW=%lld must be between 1 and 64", static_cast<long long>(window));
   c.net_window = static_cast<uint32_t>(window);
   c.net_lend = size("CLUMP_NET_LEND");
+  int64_t send_sockets = integer("CLUMP_NET_SEND_SOCKETS");
+  if (send_sockets < 0 || send_sockets > 65536) bad_setting("CLUMP_NET_SEND_SOCKETS must be between 0 and 65536");
+  c.net_send_sockets = static_cast<uint32_t>(send_sockets);
   int64_t timeout = integer("CLUMP_NET_TIMEOUT_MS");
   if (timeout < 0 || timeout > 86400000) bad_setting("CLUMP_NET_TIMEOUT_MS must be between 0 (never) and 86400000");
   c.net_timeout_ms = static_cast<uint32_t>(timeout);

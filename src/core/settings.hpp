@@ -29,6 +29,7 @@ struct config {
   uint32_t net_poll_max;         // ...and at least once in this many
   size_t net_mtu;                // largest datagram clump sends (bytes of UDP payload)
   uint32_t net_window;           // packets in flight per peer and channel
+  uint32_t net_send_sockets;     // peers reached through a connected socket each, at most
   size_t net_lend;               // blocking long payloads of this size and more are lent to the network, not copied; 0: never
   uint32_t net_timeout_ms;       // retry budget before a peer is declared unreachable; 0: never
   uint32_t net_ack_delay_us;     // an explicit acknowledgement waits at most this long

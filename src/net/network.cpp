@@ -64,6 +64,12 @@ struct network::recv_channel {
 
 struct network::peer_state {
   sockaddr_in addr{};
+  in_port_t send_port = 0;  // its datagrams come from addr or from this port (network order; 0: none)
+  int via = -2;             // our connected socket to it; -1: the main socket; -2: not made yet
+  bool sent_from(const sockaddr_in& a) const noexcept {
+    return a.sin_addr.s_addr == addr.sin_addr.s_addr &&
+           (a.sin_port == addr.sin_port || (send_port && a.sin_port == send_port));
+  }
   bool unreachable = false;
   send_channel out[channel_count];
   recv_channel in[channel_count];
@@ -81,7 +87,7 @@ struct network::peer_state {
 };
 
 network::network(const core::config& cfg, int rank_hint)
-    : cfg_(cfg), socket_(cfg.net_address, cfg.net_mtu, cfg.net_window, cfg.net_fault,
+    : cfg_(cfg), socket_(cfg.net_address, cfg.net_mtu, cfg.net_window, cfg.net_send_sockets, cfg.net_fault,
                          static_cast<uint64_t>(rank_hint)) {}
 
 network::~network() {
@@ -104,10 +110,13 @@ bool sink::write_long(int peer, const message_header& m, const std::byte* data, 
   return place_long(peer, m, n, c);
 }
 
+// The address blob: the main socket's sockaddr_in, then the sending port.
 std::vector<std::byte> network::address_blob() const {
   const sockaddr_in& a = socket_.address();
-  std::vector<std::byte> blob(sizeof a);
+  const in_port_t port = socket_.send_port();
+  std::vector<std::byte> blob(sizeof a + sizeof port);
   std::memcpy(blob.data(), &a, sizeof a);
+  std::memcpy(blob.data() + sizeof a, &port, sizeof port);
   return blob;
 }
 
@@ -118,9 +127,10 @@ void network::start(uint64_t job, int rank, std::span<const std::vector<std::byt
   sink_ = &s;
   peers_.resize(addresses.size());
   for (size_t r = 0; r < addresses.size(); ++r) {
-    if (static_cast<int>(r) == rank || addresses[r].size() != sizeof(sockaddr_in)) continue;
+    if (static_cast<int>(r) == rank || addresses[r].size() != sizeof(sockaddr_in) + sizeof(in_port_t)) continue;
     auto p = std::make_unique<peer_state>();
     std::memcpy(&p->addr, addresses[r].data(), sizeof p->addr);
+    std::memcpy(&p->send_port, addresses[r].data() + sizeof p->addr, sizeof p->send_port);
     if (p->addr.sin_family != AF_INET)
       throw error(status::bad_arg, "starting the network", "rank " + std::to_string(r) + " sent a bad address");
     peers_[r] = std::move(p);
@@ -222,7 +232,12 @@ void network::transmit(peer_state& p, int /*rank*/, send_entry& e, clock::time_p
   p.unacked = 0;
   e.last_sent = now;
   ++e.transmissions;
-  socket_.queue(p.addr, e.bytes.data(), e.bytes.size(), e.lent, e.lent_bytes);
+  socket_.queue(p.addr, via(p), e.bytes.data(), e.bytes.size(), e.lent, e.lent_bytes);
+}
+
+int network::via(peer_state& p) noexcept {
+  if (p.via == -2) p.via = socket_.connect_to(p.addr);
+  return p.via;
 }
 
 void network::send_ack(peer_state& p, int rank) noexcept {
@@ -235,7 +250,7 @@ void network::send_ack(peer_state& p, int rank) noexcept {
   h.dst_rank = static_cast<uint32_t>(rank);
   fill_acks(p, h);
   std::memcpy(p.ack_bytes, &h, sizeof h);
-  socket_.queue(p.addr, p.ack_bytes, sizeof h);
+  socket_.queue(p.addr, via(p), p.ack_bytes, sizeof h);
   p.ack_due = false;
   p.unacked = 0;
   ++acks_sent_;
@@ -299,7 +314,7 @@ network::peer_state* network::sender_of(const decoded& d, const sockaddr_in& fro
   }
   // Nothing but its address ties a datagram to a rank: one of the right job
   // from anywhere else is an impostor (or a stray), never a message.
-  if (from.sin_addr.s_addr != p->addr.sin_addr.s_addr || from.sin_port != p->addr.sin_port) [[unlikely]] {
+  if (!p->sent_from(from)) [[unlikely]] {
     ++refused_[static_cast<unsigned>(refusal::wrong_source)];
     return nullptr;
   }
@@ -341,8 +356,7 @@ bool network::receive_placed(clock::time_point now) noexcept {
         d.m.frag_offset + d.payload_bytes == d.m.length)
       return i > 0;
     peer_state* p = peers_[d.h.src_rank].get();
-    if (!p || p->unreachable || from.sin_addr.s_addr != p->addr.sin_addr.s_addr || from.sin_port != p->addr.sin_port)
-      return i > 0;
+    if (!p || p->unreachable || !p->sent_from(from)) return i > 0;
     recv_channel& rc = p->in[d.h.channel];
     if (d.h.seq != rc.next || rc.stalled || !rc.at(d.h.seq).empty()) return i > 0;
     const int rank = static_cast<int>(d.h.src_rank);

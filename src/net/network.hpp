@@ -171,6 +171,7 @@ class network {
   void drain_held(peer_state& p, int rank, recv_channel& rc, clock::time_point now) noexcept;
   void transmit(peer_state& p, int rank, send_entry& e, clock::time_point now) noexcept;
   void send_ack(peer_state& p, int rank) noexcept;
+  int via(peer_state& p) noexcept;
   void fill_acks(peer_state& p, datagram_header& h) const noexcept;
   void run_timers(clock::time_point now) noexcept;
   void dump_locked() noexcept;

@@ -46,9 +46,9 @@ void size_buffer(int fd, int option, int force_option, size_t bytes) {
 
 }  // namespace
 
-udp_socket::udp_socket(const std::string& address, size_t mtu, uint32_t window,
+udp_socket::udp_socket(const std::string& address, size_t mtu, uint32_t window, uint32_t send_sockets,
                        const core::config::fault_plan& faults, uint64_t seed_salt)
-    : mtu_(mtu), faults_(faults), random_(faults.seed * 0x100000001b3ull + seed_salt) {
+    : send_sockets_(send_sockets), mtu_(mtu), faults_(faults), random_(faults.seed * 0x100000001b3ull + seed_salt) {
   fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd_ < 0) throw error(status::resource, opening, "socket(AF_INET, SOCK_DGRAM) failed: " + errno_text(errno));
   self_.sin_family = AF_INET;
@@ -74,6 +74,28 @@ udp_socket::udp_socket(const std::string& address, size_t mtu, uint32_t window,
   const size_t want = std::max<size_t>(size_t{4} << 20, 2 * size_t{window} * mtu);
   size_buffer(fd_, SO_RCVBUF, SO_RCVBUFFORCE, want);
   size_buffer(fd_, SO_SNDBUF, SO_SNDBUFFORCE, want);
+  buffer_bytes_ = want;
+
+  // The port of the connected sending sockets. Without it (no SO_REUSEPORT)
+  // everything goes through the main socket, which works, only slower.
+  sockaddr_in anchor = self_;
+  anchor.sin_port = 0;
+  if (send_sockets_) send_anchor_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  socklen_t anchor_len = sizeof anchor;
+  if (send_anchor_ >= 0 &&
+      (::setsockopt(send_anchor_, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0 ||
+       ::bind(send_anchor_, reinterpret_cast<sockaddr*>(&anchor), sizeof anchor) != 0 ||
+       ::getsockname(send_anchor_, reinterpret_cast<sockaddr*>(&anchor), &anchor_len) != 0)) {
+    ::close(send_anchor_);
+    send_anchor_ = -1;
+  }
+  if (send_anchor_ >= 0) {
+    send_port_ = anchor.sin_port;
+    // It is never read: keep what strays to it small.
+    int small = 4096;
+    ::setsockopt(send_anchor_, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  }
 
   in_bufs_.resize(batch);
   in_msgs_.resize(batch);
@@ -83,7 +105,29 @@ udp_socket::udp_socket(const std::string& address, size_t mtu, uint32_t window,
 }
 
 udp_socket::~udp_socket() {
+  for (int c : connected_) ::close(c);
+  if (send_anchor_ >= 0) ::close(send_anchor_);
   if (fd_ >= 0) ::close(fd_);
+}
+
+int udp_socket::connect_to(const sockaddr_in& peer) noexcept {
+  if (send_anchor_ < 0 || connected_.size() >= send_sockets_) return -1;
+  const int c = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (c < 0) return -1;
+  sockaddr_in from = self_;
+  from.sin_port = send_port_;
+  const int one = 1;
+  if (::setsockopt(c, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0 ||
+      ::bind(c, reinterpret_cast<const sockaddr*>(&from), sizeof from) != 0 ||
+      ::connect(c, reinterpret_cast<const sockaddr*>(&peer), sizeof peer) != 0) {
+    ::close(c);
+    return -1;
+  }
+  size_buffer(c, SO_SNDBUF, SO_SNDBUFFORCE, buffer_bytes_);
+  int small = 4096;  // only ICMP errors come here
+  ::setsockopt(c, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  connected_.push_back(c);
+  return c;
 }
 
 std::string udp_socket::to_text(const sockaddr_in& a) {
@@ -94,11 +138,12 @@ std::string udp_socket::to_text(const sockaddr_in& a) {
 
 std::string udp_socket::address_text() const { return to_text(self_); }
 
-void udp_socket::queue(const sockaddr_in& to, const std::byte* data, size_t n, const std::byte* body,
+void udp_socket::queue(const sockaddr_in& to, int via, const std::byte* data, size_t n, const std::byte* body,
                        size_t body_n) {
   const uint8_t parts = body_n ? 2 : 1;
   auto add = [&] {
     out_peers_.push_back(to);
+    out_via_.push_back(via);
     out_parts_.push_back(parts);
     out_iov_.push_back({const_cast<std::byte*>(data), n});
     if (body_n) out_iov_.push_back({const_cast<std::byte*>(body), body_n});
@@ -115,7 +160,7 @@ void udp_socket::queue(const sockaddr_in& to, const std::byte* data, size_t n, c
       (reorder ? counters_.fault_reordered : counters_.fault_delayed)++;
       std::vector<std::byte> copy(data, data + n);
       copy.insert(copy.end(), body, body + body_n);
-      held_out_.push_back({to, std::move(copy),
+      held_out_.push_back({to, via, std::move(copy),
                            delay ? clock::now() + std::chrono::microseconds(faults_.delay_us) : clock::time_point{}});
       return;
     }
@@ -133,6 +178,7 @@ void udp_socket::flush(clock::time_point now) {
   for (size_t i = 0; i < held_out_.size(); ++i)
     if (held_out_[i].due <= now) {
       out_peers_.push_back(held_out_[i].peer);
+      out_via_.push_back(held_out_[i].via);
       out_parts_.push_back(1);
       out_iov_.push_back({held_out_[i].bytes.data(), held_out_[i].bytes.size()});
     }
@@ -141,8 +187,10 @@ void udp_socket::flush(clock::time_point now) {
   out_msgs_.resize(total);
   for (size_t i = 0, part = 0; i < total; part += out_parts_[i], ++i) {
     out_msgs_[i] = {};
-    out_msgs_[i].msg_hdr.msg_name = &out_peers_[i];
-    out_msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
+    if (out_via_[i] < 0) {
+      out_msgs_[i].msg_hdr.msg_name = &out_peers_[i];
+      out_msgs_[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
+    }
     out_msgs_[i].msg_hdr.msg_iov = &out_iov_[part];
     out_msgs_[i].msg_hdr.msg_iovlen = out_parts_[i];
   }
@@ -151,41 +199,53 @@ void udp_socket::flush(clock::time_point now) {
     for (size_t k = 0; k < out_msgs_[i].msg_hdr.msg_iovlen; ++k) n += out_msgs_[i].msg_hdr.msg_iov[k].iov_len;
     return n;
   };
-  size_t done = 0;
-  if (total == 1) {
-    // One datagram (a ping-pong's case): sendto (or sendmsg, for two parts) costs less than sendmmsg.
-    for (;;) {
-      const ssize_t n = out_parts_[0] == 1
-                            ? ::sendto(fd_, out_iov_[0].iov_base, out_iov_[0].iov_len, 0,
-                                       reinterpret_cast<const sockaddr*>(&out_peers_[0]), sizeof(sockaddr_in))
-                            : ::sendmsg(fd_, &out_msgs_[0].msg_hdr, 0);
-      if (n < 0 && errno == EINTR) continue;
+  // Runs of datagrams through the same socket: one call each (sendmmsg for
+  // several; for one, the cheaper send/sendto, or sendmsg for two parts).
+  for (size_t run = 0; run < total;) {
+    const int via = out_via_[run];
+    const int fd = via >= 0 ? via : fd_;
+    size_t end = run + 1;
+    while (end < total && out_via_[end] == via) ++end;
+    size_t done = run;
+    if (end - run == 1) {
+      const msghdr& m = out_msgs_[run].msg_hdr;
+      ssize_t n;
+      do {
+        if (m.msg_iovlen == 2)
+          n = ::sendmsg(fd, &m, 0);
+        else if (via >= 0)
+          n = ::send(fd, m.msg_iov[0].iov_base, m.msg_iov[0].iov_len, 0);
+        else
+          n = ::sendto(fd, m.msg_iov[0].iov_base, m.msg_iov[0].iov_len, 0,
+                       reinterpret_cast<const sockaddr*>(&out_peers_[run]), sizeof(sockaddr_in));
+      } while (n < 0 && errno == EINTR);
       if (n < 0) {
         counters_.send_errors++;  // the protocol retransmits
       } else {
         counters_.datagrams_sent++;
         counters_.bytes_sent += static_cast<size_t>(n);
       }
-      break;
+      done = end;
     }
-    done = 1;
-  }
-  while (done < total) {
-    int n = ::sendmmsg(fd_, out_msgs_.data() + done, static_cast<unsigned>(total - done), 0);
-    if (n > 0) {
-      for (size_t i = done; i < done + static_cast<size_t>(n); ++i) counters_.bytes_sent += length(i);
-      counters_.datagrams_sent += static_cast<uint64_t>(n);
-      done += static_cast<size_t>(n);
-      continue;
+    while (done < end) {
+      int n = ::sendmmsg(fd, out_msgs_.data() + done, static_cast<unsigned>(end - done), 0);
+      if (n > 0) {
+        for (size_t i = done; i < done + static_cast<size_t>(n); ++i) counters_.bytes_sent += length(i);
+        counters_.datagrams_sent += static_cast<uint64_t>(n);
+        done += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      // EAGAIN (buffer full) or an error for this datagram (e.g. ECONNREFUSED
+      // from an earlier one, EMSGSIZE): skip it; the protocol retransmits.
+      counters_.send_errors++;
+      ++done;
     }
-    if (n < 0 && errno == EINTR) continue;
-    // EAGAIN (buffer full) or an error for this datagram (e.g. ECONNREFUSED
-    // from an earlier one, EMSGSIZE): skip it; the protocol retransmits.
-    counters_.send_errors++;
-    ++done;
+    run = end;
   }
   out_iov_.clear();
   out_parts_.clear();
+  out_via_.clear();
   out_peers_.clear();
   // Drop the held ones just sent (they were appended after the fresh ones, in order).
   if (total > fresh) {

@@ -2,6 +2,13 @@
 // The UDP socket of a process: one per process, non-blocking, batched with
 // sendmmsg/recvmmsg, with seeded fault injection (drop, duplicate, reorder,
 // delay) on either direction for tests. Knows nothing about reliability.
+//
+// Everything arrives on that one socket. Sending may go through a connected
+// socket per peer instead (connect_to()): the kernel then keeps the route
+// rather than looking it up for every datagram, which is a good part of a
+// short message's cost on a fast network. Those sockets share a second port
+// of this process (SO_REUSEPORT, held by an unconnected anchor socket from
+// the start), so that receivers know them by it.
 
 #include <netinet/in.h>
 #include <sys/types.h>
@@ -49,21 +56,29 @@ class udp_socket {
   /// IPv4 interface that is up, else 127.0.0.1) on a free port, with receive
   /// and send buffers sized for `window` datagrams of `mtu` bytes per peer.
   /// Throws clump::error with the reason and the fix.
-  udp_socket(const std::string& address, size_t mtu, uint32_t window, const core::config::fault_plan& faults,
-             uint64_t seed_salt);
+  udp_socket(const std::string& address, size_t mtu, uint32_t window, uint32_t send_sockets,
+             const core::config::fault_plan& faults, uint64_t seed_salt);
   ~udp_socket();
   udp_socket(const udp_socket&) = delete;
   udp_socket& operator=(const udp_socket&) = delete;
 
   int fd() const noexcept { return fd_; }
   const sockaddr_in& address() const noexcept { return self_; }
+  /// The port datagrams sent through connect_to() sockets come from (network order).
+  in_port_t send_port() const noexcept { return send_port_; }
+  /// A socket connected to `peer`, bound to send_port(), for queue(); -1 when
+  /// none can be made (send_sockets made already, or the system refuses):
+  /// use the main socket.
+  int connect_to(const sockaddr_in& peer) noexcept;
   std::string address_text() const;
   static std::string to_text(const sockaddr_in& a);
 
   /// Queues a datagram of `n` bytes at `data`, followed by `body_n` bytes at
-  /// `body` (if any), for the next flush(). The bytes are copied only when a
-  /// fault holds them back; otherwise they must stay valid until flush().
-  void queue(const sockaddr_in& to, const std::byte* data, size_t n, const std::byte* body = nullptr,
+  /// `body` (if any), for the next flush(), to `to` through the main socket
+  /// or, if `via` >= 0, through that socket from connect_to(to). The bytes
+  /// are copied only when a fault holds them back; otherwise they must stay
+  /// valid until flush().
+  void queue(const sockaddr_in& to, int via, const std::byte* data, size_t n, const std::byte* body = nullptr,
              size_t body_n = 0);
   /// Sends everything queued (and held datagrams whose delay is over).
   void flush(clock::time_point now);
@@ -90,6 +105,7 @@ class udp_socket {
  private:
   struct held {
     sockaddr_in peer;
+    int via;
     std::vector<std::byte> bytes;
     clock::time_point due;
   };
@@ -97,6 +113,11 @@ class udp_socket {
 
   int fd_ = -1;
   sockaddr_in self_{};
+  int send_anchor_ = -1;       // holds send_port_ for the connected sockets
+  in_port_t send_port_ = 0;
+  std::vector<int> connected_;  // from connect_to(), closed with the socket
+  size_t buffer_bytes_ = 0;
+  uint32_t send_sockets_;
   size_t mtu_;
   core::config::fault_plan faults_;
   random_source random_;
@@ -106,6 +127,7 @@ class udp_socket {
   std::vector<struct mmsghdr> out_msgs_;
   std::vector<struct iovec> out_iov_;   // every part of every queued datagram, in order
   std::vector<uint8_t> out_parts_;       // per queued datagram: how many of out_iov_ (1 or 2)
+  std::vector<int> out_via_;             // per queued datagram: the connected socket, or -1
   std::vector<sockaddr_in> out_peers_;
   std::deque<held> held_out_;
   // Incoming batch.
@@ -146,7 +168,7 @@ unsigned udp_socket::receive(clock::time_point now, F&& on_datagram) {
         // Reordered: handled after the datagrams behind it (at the next receive).
         (reorder ? counters_.fault_reordered : counters_.fault_delayed)++;
         held_in_.push_back(
-            {in_peers_[i], std::vector<std::byte>(data, data + len),
+            {in_peers_[i], -1, std::vector<std::byte>(data, data + len),
              delay ? now + std::chrono::microseconds(faults_.delay_us) : now});
         continue;
       }

@@ -131,6 +131,16 @@ TEST(placed_receive, long_fragments_read_into_the_segment_survive_loss_duplicate
   }
 }
 
+// Datagrams come from the peer's receiving socket (CLUMP_NET_SEND_SOCKETS=0),
+// or from a connected sending socket for one peer and the receiving socket
+// for the others (=1): receivers take both, and nothing else.
+TEST(send_sockets, the_receiving_socket_alone_or_mixed_with_connected_ones_carries_every_kind) {
+  for (const char* n : {"CLUMP_NET_SEND_SOCKETS=0", "CLUMP_NET_SEND_SOCKETS=1"}) {
+    EXPECT_JOB_OK(job(3, {"kinds"}, {"CLUMP_PROTOCOL=net", n})) << n;
+    EXPECT_JOB_OK(job(4, {"flood", "1000"}, {"CLUMP_PROTOCOL=net", n}, {"--bind", "none"})) << n;
+  }
+}
+
 TEST(killed_peer, without_keep_going_the_job_ends_with_a_clear_error) {
   auto r = job(2, {"killed"}, {"CLUMP_NET_TIMEOUT_MS=1000"}, {"-N", "2"});
   EXPECT_EQ(r.exit_code, 137) << r.output;
