@@ -91,7 +91,6 @@ nlohmann::json to_json(const clump::network_stats& s) {
           {"out_of_order", s.out_of_order},
           {"acks_sent", s.acks_sent},
           {"stalls", s.stalls},
-          {"placed", s.placed},
           {"refused",
            {s.refused_truncated, s.refused_foreign, s.refused_version, s.refused_other_job, s.refused_bad_rank,
             s.refused_malformed}},

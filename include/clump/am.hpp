@@ -125,7 +125,6 @@ struct network_stats {
   uint64_t out_of_order;                        ///< datagrams held until the gap before them was filled
   uint64_t acks_sent;                           ///< explicit acknowledgements (most ride on data)
   uint64_t stalls;                              ///< deliveries that waited for room in a full queue
-  uint64_t placed;                              ///< long fragments read straight into their segment (no copy)
   /// Datagrams refused and dropped, never delivered: shorter than their
   /// headers say, not clump's, another wire-format version, another job, a
   /// rank outside the job, a field out of range, or not from the address of

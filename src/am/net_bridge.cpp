@@ -18,15 +18,15 @@ const char* what(msg_kind k) noexcept {
 
 }  // namespace
 
-bool net_sink::place_long(int /*peer*/, const net::message_header& m, size_t n, net::filler& f) noexcept {
+void net_sink::write_long(int /*peer*/, const net::message_header& m, const std::byte* data, size_t n) noexcept {
   // Only into the endpoint the sender meant: a slot taken by a new endpoint
   // since then gets nothing (the message is refused when it is delivered).
   remote_endpoint* own = p_.remote(source_id(p_.rank(), m.dst_slot));
-  if (!own) return false;
+  if (!own) return;
   // Relaxed: see queue_block.hpp (state).
   const uint32_t state = own->view.header->state.load(std::memory_order_relaxed);
-  if (!(state & 1u) || (m.dst_state && m.dst_state != state)) return false;
-  return p_.place_in_segment(m.dst_slot, m.offset, m.length, m.frag_offset, n, f);
+  if (!(state & 1u) || (m.dst_state && m.dst_state != state)) return;
+  p_.write_segment(m.dst_slot, m.offset, m.length, m.frag_offset, data, n);
 }
 
 bool net_sink::deliver(int peer, const net::message_header& m, const uint32_t* args,
@@ -163,7 +163,6 @@ network_stats network_statistics() noexcept {
   out.out_of_order = s.out_of_order;
   out.acks_sent = s.acks_sent;
   out.stalls = s.stalls;
-  out.placed = s.placed;
   using net::refusal;
   auto refused = [&](refusal r) { return s.refused[static_cast<unsigned>(r)]; };
   out.refused_truncated = refused(refusal::truncated);

@@ -16,7 +16,7 @@ namespace clump::am {
 class net_sink final : public net::sink {
  public:
   explicit net_sink(process& p) : p_(p) {}
-  bool place_long(int peer, const net::message_header& m, size_t n, net::filler& f) noexcept override;
+  void write_long(int peer, const net::message_header& m, const std::byte* data, size_t n) noexcept override;
   bool deliver(int peer, const net::message_header& m, const uint32_t* args, const std::byte* payload) noexcept override;
   bool give_back(int peer, const net::message_header& m, const uint32_t* args) noexcept override;
   void after_poll() noexcept override { p_.send_deferred(); }

@@ -94,14 +94,13 @@ process::process() {
       uint64_t refused = 0;
       for (uint64_t r : s.refused) refused += r;
       core::log_info("network: %llu messages sent, %llu delivered; datagrams %llu out, %llu in; %llu retransmitted, "
-                     "%llu duplicates, %llu out of order, %llu acks, %llu stalls, %llu read in place, %llu refused; faults: "
-                     "%llu dropped, "
+                     "%llu duplicates, %llu out of order, %llu acks, %llu stalls, %llu refused; faults: %llu dropped, "
                      "%llu duplicated, %llu reordered, %llu delayed",
                      (unsigned long long)s.messages_sent, (unsigned long long)s.messages_delivered,
                      (unsigned long long)s.datagrams_sent, (unsigned long long)s.datagrams_received,
                      (unsigned long long)s.retransmits, (unsigned long long)s.duplicates,
                      (unsigned long long)s.out_of_order, (unsigned long long)s.acks_sent,
-                     (unsigned long long)s.stalls, (unsigned long long)s.placed, (unsigned long long)refused, (unsigned long long)s.fault_dropped,
+                     (unsigned long long)s.stalls, (unsigned long long)refused, (unsigned long long)s.fault_dropped,
                      (unsigned long long)s.fault_duplicated, (unsigned long long)s.fault_reordered,
                      (unsigned long long)s.fault_delayed);
     }
@@ -187,13 +186,14 @@ void process::set_slot_segment(uint32_t slot, std::byte* base, size_t length) no
   if (slot < slot_segments_.size()) slot_segments_[slot] = {base, length};
 }
 
-bool process::place_in_segment(uint32_t slot, uint64_t offset, size_t whole, size_t at, size_t n,
-                               net::filler& f) noexcept {
+bool process::write_segment(uint32_t slot, uint64_t offset, size_t whole, size_t at, const std::byte* data,
+                            size_t n) noexcept {
   std::lock_guard lock(segments_mutex_);  // held over the copy: the endpoint cannot drop its segment meanwhile
   if (slot >= slot_segments_.size()) return false;
   const slot_segment& s = slot_segments_[slot];
   if (!s.base || offset > s.length || whole > s.length - offset || at > whole || n > whole - at) return false;
-  return f.fill(s.base + offset + at);
+  std::memcpy(s.base + offset + at, data, n);
+  return true;
 }
 
 process& process::get() {

@@ -81,10 +81,9 @@ class process {
   /// Where a long message from the network lands: the segment of each local
   /// endpoint slot, kept here because the network may deliver from any thread.
   void set_slot_segment(uint32_t slot, std::byte* base, size_t length) noexcept;
-  /// Has `f` write slot's segment at [offset + at, offset + at + n) when
-  /// [offset, offset + whole) lies inside it and returns what f returned;
-  /// false otherwise. The segment cannot be dropped while f runs.
-  bool place_in_segment(uint32_t slot, uint64_t offset, size_t whole, size_t at, size_t n, net::filler& f) noexcept;
+  /// Copies into slot's segment at [offset, offset + n) when [offset, offset +
+  /// whole) lies inside it; false otherwise.
+  bool write_segment(uint32_t slot, uint64_t offset, size_t whole, size_t at, const std::byte* data, size_t n) noexcept;
   /// A message from the network to return to its sender, over the network
   /// (sent after the poll that found it).
   void defer_net_return(int peer, const net::message_header& m, const uint32_t* args, uint8_t reason) noexcept;

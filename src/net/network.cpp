@@ -24,12 +24,13 @@ constexpr double initial_rto_us = 5000;
 constexpr double max_rto_us = 1e6;
 /// How often a stalled channel offers its head message again.
 constexpr auto stall_retry = std::chrono::microseconds(200);
-/// Long fragments at least this big are received straight into the
-/// destination segment (a peek first, then a read into place) rather than
-/// read in a batch and copied: a system call more, a copy less.
-constexpr size_t placed_min = 16384;
 
 double micros(clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+
+/// The last datagram of a message of several.
+bool ends_fragmented_message(const decoded& d) noexcept {
+  return d.m.frag_offset > 0 && d.m.frag_offset + d.payload_bytes == d.m.length;
+}
 }  // namespace
 
 struct network::send_entry {
@@ -95,19 +96,6 @@ network::~network() {
   wake_service();
   if (service_.joinable()) service_.join();
   if (event_fd_ >= 0) ::close(event_fd_);
-}
-
-bool sink::write_long(int peer, const message_header& m, const std::byte* data, size_t n) noexcept {
-  struct copy final : filler {
-    const std::byte* from;
-    size_t n;
-    copy(const std::byte* f, size_t k) : from(f), n(k) {}
-    bool fill(std::byte* dst) noexcept override {
-      std::memcpy(dst, from, n);
-      return true;
-    }
-  } c(data, n);
-  return place_long(peer, m, n, c);
 }
 
 // The address blob: the main socket's sockaddr_in, then the sending port.
@@ -274,8 +262,6 @@ unsigned network::poll_locked(clock::time_point now) noexcept {
   const uint64_t before = socket_.counters().datagrams_received;
   // A few batches at most, so that one poll cannot be held forever by a flood.
   for (int round = 0; round < 4; ++round) {
-    if (big_long_ && receive_placed(now)) continue;
-    big_long_ = false;
     const unsigned got = socket_.receive(now, [&](const std::byte* bytes, size_t n, const sockaddr_in& from) {
       on_datagram(bytes, n, from, now);
     });
@@ -302,8 +288,11 @@ void network::on_datagram(const std::byte* bytes, size_t n, const sockaddr_in& f
   }
   peer_state* p = sender_of(d, from);
   if (!p) return;
-  big_long_ = n >= placed_min && is_long(static_cast<msg_kind>(d.m.kind)) && d.h.type == uint8_t(datagram_type::data);
-  accept(*p, static_cast<int>(d.h.src_rank), bytes, n, d, now, false);
+  const int rank = static_cast<int>(d.h.src_rank);
+  core::heard_from_outside();  // see core/tsan.hpp
+  p->heard = now;
+  on_acks(*p, rank, d.h, now);
+  if (d.h.type == static_cast<uint8_t>(datagram_type::data)) on_data(*p, rank, bytes, n, d, now);
 }
 
 network::peer_state* network::sender_of(const decoded& d, const sockaddr_in& from) noexcept {
@@ -320,53 +309,6 @@ network::peer_state* network::sender_of(const decoded& d, const sockaddr_in& fro
   }
   if (p->unreachable) return nullptr;  // declared gone: its late datagrams change nothing
   return p;
-}
-
-void network::accept(peer_state& p, int rank, const std::byte* bytes, size_t n, const decoded& d,
-                     clock::time_point now, bool placed) noexcept {
-  core::heard_from_outside();  // see core/tsan.hpp
-  p.heard = now;
-  on_acks(p, rank, d.h, now);
-  if (d.h.type == static_cast<uint8_t>(datagram_type::data)) on_data(p, rank, bytes, n, d, now, placed);
-}
-
-bool network::receive_placed(clock::time_point now) noexcept {
-  // While big long fragments arrive in order (a stream), each is read
-  // straight into its place in the destination segment. Anything else stops
-  // this and is left in the socket for the batch receive. (The last fragment
-  // of a message is left too: it delivers the message, and a stalled
-  // delivery keeps a copy of the datagram.)
-  if (!socket_.may_place()) return false;
-  alignas(8) std::byte head[data_header_bytes + 4 * max_args];
-  struct from_socket final : filler {
-    udp_socket& socket;
-    std::byte* head;
-    size_t head_n, n;
-    from_socket(udp_socket& s, std::byte* h, size_t hn, size_t k) : socket(s), head(h), head_n(hn), n(k) {}
-    bool fill(std::byte* dst) noexcept override { return socket.receive_split(head, head_n, dst, n); }
-  };
-  for (unsigned i = 0; i < 64; ++i) {
-    sockaddr_in from{};
-    const ssize_t n = socket_.peek(head, sizeof head, from);
-    if (n < static_cast<ssize_t>(placed_min)) return i > 0;
-    decoded d;
-    if (decode(head, static_cast<size_t>(n), job_, static_cast<uint32_t>(rank_), static_cast<uint32_t>(peers_.size()),
-               d) != refusal::none ||
-        d.h.type != static_cast<uint8_t>(datagram_type::data) || !is_long(static_cast<msg_kind>(d.m.kind)) ||
-        d.m.frag_offset + d.payload_bytes == d.m.length)
-      return i > 0;
-    peer_state* p = peers_[d.h.src_rank].get();
-    if (!p || p->unreachable || !p->sent_from(from)) return i > 0;
-    recv_channel& rc = p->in[d.h.channel];
-    if (d.h.seq != rc.next || rc.stalled || !rc.at(d.h.seq).empty()) return i > 0;
-    const int rank = static_cast<int>(d.h.src_rank);
-    from_socket f(socket_, head, n - d.payload_bytes, d.payload_bytes);
-    if (!sink_->place_long(rank, d.m, d.payload_bytes, f)) return i > 0;
-    d.payload = nullptr;
-    ++placed_;
-    accept(*p, rank, head, static_cast<size_t>(n), d, now, true);
-  }
-  return true;
 }
 
 void network::on_acks(peer_state& p, int rank, const datagram_header& h, clock::time_point now) noexcept {
@@ -426,7 +368,7 @@ void network::on_acks(peer_state& p, int rank, const datagram_header& h, clock::
 }
 
 void network::on_data(peer_state& p, int rank, const std::byte* bytes, size_t n, const decoded& d,
-                      clock::time_point now, bool placed) noexcept {
+                      clock::time_point now) noexcept {
   recv_channel& rc = p.in[d.h.channel];
   const int32_t ahead = seq_diff(d.h.seq, rc.next);
   if (ahead < 0 || (ahead < static_cast<int32_t>(ring_size) && !rc.at(d.h.seq).empty())) {
@@ -454,12 +396,12 @@ void network::on_data(peer_state& p, int rank, const std::byte* bytes, size_t n,
     next_timer_ = std::min(next_timer_, now + std::chrono::microseconds(cfg_.net_ack_delay_us));
   }
   ++p.unacked;
-  if (ahead == 0 && !rc.stalled && consume(p, rank, rc, d, placed)) {
+  if (ahead == 0 && !rc.stalled && consume(p, rank, rc, d)) {
     ++rc.next;
     drain_held(p, rank, rc, now);
     // The end of a message of several datagrams: its sender may be waiting
     // to reuse its payload (a lent one), so it hears at once.
-    if (d.m.frag_offset > 0 && d.m.frag_offset + d.payload_bytes == d.m.length) {
+    if (ends_fragmented_message(d)) {
       send_ack(p, rank);
       return;
     }
@@ -484,6 +426,7 @@ void network::on_data(peer_state& p, int rank, const std::byte* bytes, size_t n,
 
 void network::drain_held(peer_state& p, int rank, recv_channel& rc, clock::time_point now) noexcept {
   const uint32_t first = rc.next;
+  bool ended = false;  // a message of several datagrams was completed
   while (!rc.at(rc.next).empty()) {
     std::vector<std::byte>& slot = rc.at(rc.next);
     decoded d;
@@ -492,6 +435,7 @@ void network::drain_held(peer_state& p, int rank, recv_channel& rc, clock::time_
       rc.stalled = true;
       break;
     }
+    ended |= ends_fragmented_message(d);
     rc.stalled = false;
     pool_.emplace_back();
     pool_.back().swap(slot);
@@ -500,6 +444,10 @@ void network::drain_held(peer_state& p, int rank, recv_channel& rc, clock::time_
   }
   if (rc.next == first) return;
   if (!rc.at(rc.next).empty()) rc.stalled = true;
+  if (ended) {
+    send_ack(p, rank);  // as in on_data
+    return;
+  }
   // Delivered late: the sender must hear of it (it may be waiting on a full
   // window of datagrams it knows we hold), so an ack is due.
   if (!p.ack_due) {
@@ -509,7 +457,7 @@ void network::drain_held(peer_state& p, int rank, recv_channel& rc, clock::time_
   }
 }
 
-bool network::consume(peer_state& /*p*/, int rank, recv_channel& rc, const decoded& d, bool placed) noexcept {
+bool network::consume(peer_state& /*p*/, int rank, recv_channel& rc, const decoded& d) noexcept {
   const message_header& m = d.m;
   const auto kind = static_cast<msg_kind>(m.kind);
   if (!carries_payload(kind)) {
@@ -520,7 +468,7 @@ bool network::consume(peer_state& /*p*/, int rank, recv_channel& rc, const decod
   const bool last = m.frag_offset + d.payload_bytes == m.length;
   if (is_long(kind)) {
     // Straight into the destination segment (again, harmlessly, if this is a stalled last fragment).
-    if (d.payload_bytes && !placed) sink_->write_long(rank, m, d.payload, d.payload_bytes);
+    if (d.payload_bytes) sink_->write_long(rank, m, d.payload, d.payload_bytes);
     if (!last) return true;
     if (!sink_->deliver(rank, m, d.args, nullptr)) return false;
     ++messages_delivered_;
@@ -809,7 +757,6 @@ statistics network::stats() const noexcept {
   s.out_of_order = out_of_order_;
   s.acks_sent = acks_sent_;
   s.stalls = stalls_;
-  s.placed = placed_;
   std::copy(std::begin(refused_), std::end(refused_), s.refused);
   s.fault_dropped = u.fault_dropped;
   s.fault_duplicated = u.fault_duplicated;

@@ -51,28 +51,15 @@ struct capabilities {
   bool reports_peer_failure;  // undeliverable messages come back as unreachable
 };
 
-/// Writes a long fragment into its place (see sink::place_long).
-class filler {
- public:
-  /// Writes exactly the fragment's bytes to `dst`; false if it could not.
-  virtual bool fill(std::byte* dst) noexcept = 0;
-
- protected:
-  ~filler() = default;
-};
-
 /// Where complete messages go: implemented by the am layer.
 class sink {
  public:
   virtual ~sink() = default;
-  /// Has `f` write the `n` bytes of long message `m` from `peer` (the fragment
-  /// at m.frag_offset) into the segment of endpoint m.dst_slot at m.offset +
-  /// m.frag_offset, when the whole message fits in that segment, and returns
-  /// what f returned; otherwise calls nothing and returns false (the message
-  /// is refused when it is delivered). The segment stays put while f runs.
-  virtual bool place_long(int peer, const message_header& m, size_t n, filler& f) noexcept = 0;
-  /// place_long with the bytes at `data`.
-  bool write_long(int peer, const message_header& m, const std::byte* data, size_t n) noexcept;
+  /// Writes `n` bytes of long message `m` from `peer` (the fragment at
+  /// m.frag_offset) into the segment of endpoint m.dst_slot at m.offset +
+  /// m.frag_offset, when the whole message fits in that segment; otherwise
+  /// writes nothing (and the message is refused when it is delivered).
+  virtual void write_long(int peer, const message_header& m, const std::byte* data, size_t n) noexcept = 0;
   /// Hands over a complete message (medium: `payload` holds it; long: it is
   /// in the segment already). False: no room now; it is offered again later.
   virtual bool deliver(int peer, const message_header& m, const uint32_t* args, const std::byte* payload) noexcept = 0;
@@ -86,7 +73,7 @@ class sink {
 
 struct statistics {
   uint64_t datagrams_sent, datagrams_received, bytes_sent, bytes_received;
-  uint64_t messages_sent, messages_delivered, retransmits, duplicates, out_of_order, acks_sent, stalls, placed;
+  uint64_t messages_sent, messages_delivered, retransmits, duplicates, out_of_order, acks_sent, stalls;
   uint64_t refused[refusal_count];  // by refusal reason
   uint64_t fault_dropped, fault_duplicated, fault_reordered, fault_delayed;
   uint64_t peers_unreachable, send_errors;
@@ -160,14 +147,11 @@ class network {
 
   unsigned poll_locked(clock::time_point now) noexcept;
   void on_datagram(const std::byte* bytes, size_t n, const sockaddr_in& from, clock::time_point now) noexcept;
-  bool receive_placed(clock::time_point now) noexcept;
   peer_state* sender_of(const decoded& d, const sockaddr_in& from) noexcept;
-  void accept(peer_state& p, int rank, const std::byte* bytes, size_t n, const decoded& d, clock::time_point now,
-              bool placed) noexcept;
   void on_acks(peer_state& p, int rank, const datagram_header& h, clock::time_point now) noexcept;
-  void on_data(peer_state& p, int rank, const std::byte* bytes, size_t n, const decoded& d, clock::time_point now,
-               bool placed) noexcept;
-  bool consume(peer_state& p, int rank, recv_channel& rc, const decoded& d, bool placed = false) noexcept;
+  void on_data(peer_state& p, int rank, const std::byte* bytes, size_t n, const decoded& d,
+               clock::time_point now) noexcept;
+  bool consume(peer_state& p, int rank, recv_channel& rc, const decoded& d) noexcept;
   void drain_held(peer_state& p, int rank, recv_channel& rc, clock::time_point now) noexcept;
   void transmit(peer_state& p, int rank, send_entry& e, clock::time_point now) noexcept;
   void send_ack(peer_state& p, int rank) noexcept;
@@ -196,10 +180,9 @@ class network {
   };
   std::vector<give_back_item> give_backs_;  // undeliverable messages not yet taken by the sink
   uint64_t messages_sent_ = 0, messages_delivered_ = 0, retransmits_ = 0, duplicates_ = 0, out_of_order_ = 0,
-           acks_sent_ = 0, stalls_ = 0, placed_ = 0, unreachable_ = 0;
+           acks_sent_ = 0, stalls_ = 0, unreachable_ = 0;
   uint64_t refused_[refusal_count] = {};
   bool version_warned_ = false;
-  bool big_long_ = false;  // the last datagram was a big long fragment: try receive_placed() first
 
   // The service thread (see arm()).
   std::thread service_;

@@ -294,28 +294,4 @@ unsigned udp_socket::receive_batch() {
   }
 }
 
-ssize_t udp_socket::peek(std::byte* head, size_t cap, sockaddr_in& from) noexcept {
-  socklen_t len = sizeof from;
-  for (;;) {
-    const ssize_t n = ::recvfrom(fd_, head, cap, MSG_DONTWAIT | MSG_PEEK | MSG_TRUNC,
-                                 reinterpret_cast<sockaddr*>(&from), &len);
-    if (n >= 0 || errno != EINTR) return n;
-  }
-}
-
-bool udp_socket::receive_split(std::byte* head, size_t head_n, std::byte* body, size_t body_n) noexcept {
-  iovec parts[2] = {{head, head_n}, {body, body_n}};
-  msghdr m{};
-  m.msg_iov = parts;
-  m.msg_iovlen = 2;
-  for (;;) {
-    const ssize_t n = ::recvmsg(fd_, &m, MSG_DONTWAIT | MSG_TRUNC);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return false;
-    counters_.datagrams_received++;
-    counters_.bytes_received += static_cast<size_t>(n);
-    return static_cast<size_t>(n) == head_n + body_n && !(m.msg_flags & MSG_TRUNC);
-  }
-}
-
 }  // namespace clump::net

@@ -11,7 +11,6 @@
 // the start), so that receivers know them by it.
 
 #include <netinet/in.h>
-#include <sys/types.h>
 
 #include <chrono>
 #include <cstddef>
@@ -85,20 +84,10 @@ class udp_socket {
   /// True when held datagrams (delay or reorder) are waiting.
   bool holding() const noexcept { return !held_out_.empty() || !held_in_.empty(); }
 
-  /// Receives up to `max` datagrams (plus held incoming ones that are due)
+  /// Receives a batch of datagrams (plus held incoming ones that are due)
   /// and calls on_datagram(bytes, n, from) for each. Returns how many.
   template <class F>
   unsigned receive(clock::time_point now, F&& on_datagram);
-
-  /// For receiving a datagram straight into its final place: false when
-  /// incoming faults are on or datagrams are held (they must go first).
-  bool may_place() const noexcept { return !faults_.incoming && held_in_.empty(); }
-  /// Copies the first bytes of the next datagram into `head` (up to `cap`)
-  /// without taking it; returns its whole length, or -1 when none is there.
-  ssize_t peek(std::byte* head, size_t cap, sockaddr_in& from) noexcept;
-  /// Takes the next datagram (the one peek() saw): its first `head_n` bytes
-  /// into `head`, the next `body_n` into `body`. False if it had another length.
-  bool receive_split(std::byte* head, size_t head_n, std::byte* body, size_t body_n) noexcept;
 
   const udp_counters& counters() const noexcept { return counters_; }
 
