@@ -532,6 +532,12 @@ void network::run_timers(clock::time_point now) noexcept {
         next = std::min(next, due);
     }
     const double rto = p.rto_us(cfg_.net_rto_min_us);
+    // The tail loss probe: the newest datagram of a channel, if nothing
+    // follows it, has no later datagram to reveal its loss (or the loss of
+    // its ack) through the held bits, so it is sent again after two round
+    // trips and an ack delay rather than a whole timeout (the receiver
+    // answers a duplicate with an ack at once).
+    const double probe = p.rtt_known ? std::min(rto, 2 * p.srtt_us + cfg_.net_ack_delay_us) : rto;
     bool in_flight = false;
     for (unsigned c = 0; c < channel_count; ++c) {
       send_channel& sc = p.out[c];
@@ -542,7 +548,8 @@ void network::run_timers(clock::time_point now) noexcept {
         // (an immediate ack comes back), so that a lost ack cannot leave the
         // window closed.
         const double backoff = static_cast<double>(1u << std::min<uint32_t>(e.transmissions - 1, 8));
-        const double wait = std::min(max_rto_us, rto * backoff * (e.held ? 8 : 1));
+        const bool tail = s + 1 == sc.next_seq && e.transmissions == 1 && !e.held;
+        const double wait = tail ? probe : std::min(max_rto_us, rto * backoff * (e.held ? 8 : 1));
         auto due = e.last_sent + std::chrono::microseconds(static_cast<int64_t>(wait));
         if (due <= now) {
           ++retransmits_;
