@@ -15,6 +15,7 @@ add_executable(clumprun
   ${CMAKE_CURRENT_LIST_DIR}/clumprun/nodes.cpp
   ${CMAKE_CURRENT_LIST_DIR}/clumprun/output.cpp
   ${CMAKE_CURRENT_LIST_DIR}/clumprun/preflight.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/clumprun/remote.cpp
   ${CMAKE_CURRENT_LIST_DIR}/clumprun/rendezvous.cpp)
 target_include_directories(clumprun PRIVATE ${CMAKE_CURRENT_LIST_DIR} ${PROJECT_SOURCE_DIR}/src)
 target_link_libraries(clumprun PRIVATE clump CLI11::CLI11 fmt::fmt PkgConfig::HWLOC)

@@ -1,7 +1,7 @@
-// clumprun: starts the P processes of one clump job on this machine.
+// clumprun: starts the P processes of one clump job, on this machine or across hosts.
 //
-//   clumprun -n P [-N NODES | --hosts H1,H2,... [--spawn TEMPLATE]] [--bind none|core] [--label] [--keep-going]
-//            [--timeout SECONDS] [-v] prog [args...]
+//   clumprun -n P [-N NODES | --hosts H1,H2,... [--spawn TEMPLATE] [--remote] [--boot-address A]]
+//            [--bind none|core] [--label] [--keep-going] [--timeout SECONDS] [-v] prog [args...]
 //
 // Options stop at `prog`: everything after it belongs to the program. What
 // clumprun does, in order: checks the request against the machine (program
@@ -14,6 +14,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -42,8 +43,8 @@ constexpr int exit_refused = 1;
 class usage_formatter : public CLI::Formatter {
  public:
   std::string make_usage(const CLI::App*, std::string) const override {
-    return "Usage: clumprun -n P [-N NODES | --hosts H1,H2,... [--spawn TEMPLATE]] [--bind none|core] [--label] [--keep-going]\n"
-           "                [--timeout SECONDS] [-v] PROG [ARGS...]\n";
+    return "Usage: clumprun -n P [-N NODES | --hosts H1,H2,... [--spawn TEMPLATE] [--remote] [--boot-address A]]\n"
+           "                [--bind none|core] [--label] [--keep-going] [--timeout SECONDS] [-v] PROG [ARGS...]\n";
   }
 };
 
@@ -88,8 +89,10 @@ int main(int argc, char** argv) {
       "Nodes: rank r of P is on node r*NODES/P (groups of consecutive ranks); ranks of one node share memory, "
       "ranks of different nodes use the network. Without --hosts clumprun sets CLUMP_NET_ADDRESS=127.0.0.1 "
       "unless it is set. With --hosts, rank r runs as TEMPLATE PROG ARGS... with {host} replaced by its node's "
-      "host; the wrapper must keep the environment and inherited descriptors, so it must start the rank on this "
-      "machine (ip netns exec {host}, env HOST={host}); ssh is refused until the boot channel runs over TCP.");
+      "host, and the wrapper must keep the environment and inherited descriptors (ip netns exec {host}, env "
+      "HOST={host}). With ssh (the default template) or --remote, clumprun runs TEMPLATE clumprun --agent ... "
+      "once per host instead: that clumprun (at the same path there, as PROG) connects back over TCP to "
+      "--boot-address, gets the job's CLUMP_* settings and starts the host's ranks; their stdin is /dev/null.");
   app.prefix_command();
   app.formatter(std::make_shared<usage_formatter>());
   std::string ranks_text, bind_text, timeout_text;
@@ -106,8 +109,23 @@ int main(int argc, char** argv) {
       ->type_name("H1,H2,...");
   auto* spawn = app.add_option("--spawn", nodes.spawn,
                                "how to start a rank on {host}: words put before PROG (no quoting); default "
-                               "\"ssh {host}\", which is refused for now; e.g. \"ip netns exec {host}\"")
+                               "\"ssh {host}\" (one clumprun agent per host); e.g. \"ip netns exec {host}\"")
                     ->type_name("TEMPLATE");
+  bool remote = false;
+  app.add_flag("--remote", remote,
+               "start each host's ranks through one clumprun agent there, which connects back over TCP (what ssh "
+               "templates do anyway)");
+  std::string boot_address = "auto";
+  app.add_option("--boot-address", boot_address,
+                 "with agents: the IPv4 address of this machine they connect to; default: the first interface "
+                 "that is up and not loopback")
+      ->type_name("A");
+  // The agent's side, set by the head (hidden).
+  std::string agent_head, agent_node_text, agent_job_text, agent_dir;
+  app.add_option("--agent", agent_head)->group("");
+  app.add_option("--agent-dir", agent_dir)->group("");
+  app.add_option("--agent-node", agent_node_text)->group("");
+  app.add_option("--agent-job", agent_job_text)->group("");
   app.add_option("--bind", bind_text,
                  "core: rank r runs on core r % cores (all its hardware threads); none: no binding; default: core "
                  "when P <= cores, else none")
@@ -147,6 +165,7 @@ int main(int argc, char** argv) {
   }
 
   nodes.spawn_given = spawn->count() > 0;
+  nodes.remote = remote;
   bool bad_usage = true;
   auto plan = clumprun::plan_nodes(o.nranks, nodes, why, bad_usage);
   if (!plan) {
@@ -154,11 +173,44 @@ int main(int argc, char** argv) {
     clumprun::say(why);
     return exit_refused;
   }
+  const bool agent = !agent_head.empty();
+  if (agent) {
+    char* end = nullptr;
+    long node = std::strtol(agent_node_text.c_str(), &end, 10);
+    if (!plan->remote || end == agent_node_text.c_str() || *end || node < 0 || node >= plan->node_count ||
+        agent_job_text.size() != 16)
+      return usage_error("--agent is clumprun's own, for the hosts of a job started over ssh or with --remote");
+    o.head = agent_head;
+    o.agent_node = static_cast<int>(node);
+    o.job_id = std::strtoull(agent_job_text.c_str(), nullptr, 16);
+    plan->spawn.clear();  // this is the host: the ranks start here, directly
+    clumprun::set_say_prefix(fmt::format("clumprun on {}: ", plan->hosts[static_cast<size_t>(node)]));
+    // Where clumprun was started, when this host has that directory too (a
+    // shared file system): relative paths then mean the same everywhere.
+    if (!agent_dir.empty() && ::chdir(agent_dir.c_str()) != 0 && verbose)
+      clumprun::say(fmt::format("no directory {} here ({}); running in {}", agent_dir, std::strerror(errno),
+                                std::getenv("HOME") ? std::getenv("HOME") : "the login directory"));
+  } else if (plan->remote) {
+    o.remote = true;
+    o.boot_address = boot_address;
+    o.quote_for_shell = plan->through_shell;
+    char self[PATH_MAX];
+    ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) {
+      clumprun::say(fmt::format("cannot find this clumprun's own path: {}", std::strerror(errno)));
+      return exit_refused;
+    }
+    o.self.assign(self, static_cast<size_t>(n));
+    char dir[PATH_MAX];
+    if (::getcwd(dir, sizeof dir)) o.own_arguments = {"--agent-dir", dir};
+    o.own_arguments.insert(o.own_arguments.end(), argv + 1, argv + argc);
+  }
 
-  // The wrappers that work start the rank on this machine, so PROG must be
-  // runnable here too: checked before anything starts, like the wrapper.
+  // A local wrapper starts the rank on this machine, so PROG must be
+  // runnable here too: checked before anything starts, like the wrapper. (On
+  // other hosts, their agents check it there.)
   int err = 0;
-  auto program = clumprun::resolve_program(prog_argv[0], err, why);
+  auto program = o.remote ? std::optional<std::string>(prog_argv[0]) : clumprun::resolve_program(prog_argv[0], err, why);
   if (!program) {
     clumprun::say(fmt::format("cannot run '{}': {}", prog_argv[0], why));
     return err == ENOENT ? 127 : 126;
@@ -181,20 +233,35 @@ int main(int argc, char** argv) {
   clumprun::bind_mode mode = bind_text == "none"   ? clumprun::bind_mode::none
                              : bind_text == "core" ? clumprun::bind_mode::core
                                                    : clumprun::bind_mode::automatic;
-  clumprun::binding_plan binding = clumprun::plan_binding(mode, o.nranks);
+  // An agent binds its host's ranks to its host's cores, by their local ranks.
+  int bound = o.nranks;
+  if (agent) bound = static_cast<int>(std::count(plan->node_of.begin(), plan->node_of.end(), o.agent_node));
+  clumprun::binding_plan binding = o.remote ? clumprun::binding_plan{} : clumprun::plan_binding(mode, bound);
+  if (agent && binding.bind) {
+    std::vector<cpu_set_t> sets(static_cast<size_t>(o.nranks));
+    std::vector<std::string> descriptions(static_cast<size_t>(o.nranks));
+    for (size_t r = 0; r < sets.size(); ++r) {
+      if (plan->node_of[r] != o.agent_node) continue;
+      sets[r] = binding.cpu_sets[static_cast<size_t>(plan->local_rank[r])];
+      descriptions[r] = binding.descriptions[static_cast<size_t>(plan->local_rank[r])];
+    }
+    binding.cpu_sets = std::move(sets);
+    binding.descriptions = std::move(descriptions);
+  }
 
   o.argv = std::move(prog_argv);
   o.program = *executed;
   o.label = label;
   o.keep_going = keep_going;
   o.verbose = verbose;
-  o.timeout_seconds = timeout;
+  o.timeout_seconds = agent ? 0 : timeout;  // the head keeps the time, and says 124
   o.nodes = std::move(*plan);
   if (binding.bind) {
     o.cpu_sets = std::move(binding.cpu_sets);
     o.bind_descriptions = std::move(binding.descriptions);
   }
   std::set<uint64_t> seen;
+  if (agent) return clumprun::run_job(o);  // the head hands out the job id and tags
   if (!clump::boot::wire::random_u64(o.job_id)) {
     clumprun::say(fmt::format("getrandom failed: {}", std::strerror(errno)));
     return exit_refused;

@@ -23,6 +23,9 @@
 //   L -> R  job {version, size, job id} + size x u64 tag + size x i32 pid
 //                + size x i32 node + size x net_address_slot
 //   L -> R  region_fds {first_rank, count}       + count fds, chunks of <= 250
+//                (for a rank on another node, possibly a stand-in such as
+//                /dev/null: descriptors cannot cross machines, and a rank
+//                never maps another node's region)
 //   ...  then, any number of times, in the same order on every rank:
 //   R -> L  collective {kind, root, seq, len}    + len bytes (see below)
 //   L -> R  collective_done {seq}                + the result (see below)

@@ -36,6 +36,23 @@ add_test(NAME netns_am_flood_across_three_hosts
 add_test(NAME netns_am_storm_with_netem_loss
   COMMAND ${PROJECT_SOURCE_DIR}/tests/netns/run --netem "loss 2% duplicate 1% reorder 5% delay 200us"
           --clumprun $<TARGET_FILE:clumprun> -- -n 4 --bind none $<TARGET_FILE:am_conformance> storm 500)
+# The way jobs run across real machines: one clumprun agent per host, started
+# over ssh (a real sshd in every namespace) or through --remote, talking to
+# clumprun over TCP across the bridge.
+add_test(NAME netns_am_every_kind_across_two_hosts_over_ssh
+  COMMAND ${PROJECT_SOURCE_DIR}/tests/netns/run --ssh --clumprun $<TARGET_FILE:clumprun> -- -n 4 --bind none
+          $<TARGET_FILE:am_conformance> kinds)
+# A rank killed on one host: the others get it back unreachable and go on
+# (--keep-going); the job's code is the killed rank's (137), which the
+# agent reported. (The expression checks both, since it replaces the exit
+# code as the verdict.)
+add_test(NAME netns_am_killed_rank_across_three_hosts_through_agents
+  COMMAND sh -c "\"$0\" --remote --hosts 3 --clumprun \"$1\" -- -n 3 --bind none --keep-going \"$2\" killed; \
+                 code=$?; [ $code -eq 77 ] && exit 77; echo \"exit code $code\"; [ $code -eq 137 ]"
+          ${PROJECT_SOURCE_DIR}/tests/netns/run $<TARGET_FILE:clumprun> $<TARGET_FILE:am_conformance>)
 set_tests_properties(netns_am_every_kind_across_two_hosts netns_am_flood_across_three_hosts netns_am_storm_with_netem_loss
+                     netns_am_every_kind_across_two_hosts_over_ssh netns_am_killed_rank_across_three_hosts_through_agents
   PROPERTIES LABELS "multiproc;netns;net" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE TIMEOUT 120
-             ENVIRONMENT "CLUMP_SEGMENT_SIZE=8M")
+             ENVIRONMENT "CLUMP_SEGMENT_SIZE=8M;CLUMP_NET_TIMEOUT_MS=1000")
+set_tests_properties(netns_am_killed_rank_across_three_hosts_through_agents PROPERTIES
+  PASS_REGULAR_EXPRESSION "killed peer: rank [01] got.*killed peer: rank [01] got.*exit code 137")

@@ -2,8 +2,9 @@
 // places ranks on nodes, --hosts starts them through a spawn template, every
 // rank's network address reaches every rank byte for byte, and both sides
 // refuse a peer of another protocol version or a malformed message with a
-// sentence. The spawn templates here are local wrappers (env, a script): the
-// namespaces of tests/netns/run need root and are not used by unit tests.
+// sentence. The spawn templates here are local wrappers (env, a script, and a
+// stand-in for ssh that runs the hosts' agents here): the namespaces of
+// tests/netns/run need root and are not used by unit tests.
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -276,23 +277,158 @@ TEST_F(launcher_nodes, bad_host_requests_are_refused_before_starting) {
   EXPECT_NE(r.output.find("clumprun: --spawn: cannot run '/nonexistent/wrapper'"), std::string::npos) << r.output;
 }
 
-TEST_F(launcher_nodes, launching_over_ssh_is_refused_with_a_way_out) {
-  for (std::vector<std::string> options : {std::vector<std::string>{"--hosts", "a,b"},
-                                           {"--hosts", "a,b", "--spawn", "/usr/bin/ssh -o BatchMode=yes {host}"}}) {
-    cmd_result r = run_cmd(job(2, {"nodes"}, options), job_timeout);
-    EXPECT_EQ(r.exit_code, 1) << r.output;
-    EXPECT_NE(r.output.find("remote launch over ssh needs a TCP boot channel, which is not implemented yet"),
-              std::string::npos)
-        << r.output;
-    EXPECT_NE(r.output.find("--spawn 'ip netns exec {host}'"), std::string::npos) << r.output;
-    EXPECT_TRUE(rank_pids(r.output).empty()) << "nothing may start\n" << r.output;
+// A stand-in for ssh, first in PATH: it skips ssh's options and the host and
+// runs the command as sshd does, through a shell, in a fresh environment
+// (ssh carries none). So a job "over ssh" runs its agents on this machine,
+// through everything the real thing goes through except the wire.
+class fake_ssh {
+ public:
+  fake_ssh() {
+    char dir[] = "/tmp/clump-ssh-XXXXXX";
+    if (::mkdtemp(dir)) dir_ = dir;
+    std::ofstream f(dir_ + "/ssh");
+    f << "#!/bin/sh\n"
+         "while [ $# -gt 0 ]; do case $1 in -o|-i|-p|-l) shift 2 ;; -*) shift ;; *) break ;; esac; done\n"
+         "shift\n"
+         "exec env -i PATH=\"$PATH\" sh -c \"$*\"\n";
+    f.close();
+    ::chmod((dir_ + "/ssh").c_str(), 0700);
   }
+  ~fake_ssh() {
+    ::unlink((dir_ + "/ssh").c_str());
+    ::rmdir(dir_.c_str());
+  }
+  /// The environment of a clumprun that finds this ssh.
+  std::vector<std::string> env(std::vector<std::string> more = {}) const {
+    const char* path = std::getenv("PATH");
+    more.push_back("PATH=" + dir_ + ":" + (path ? path : "/usr/bin:/bin"));
+    return more;
+  }
+
+ private:
+  std::string dir_;
+};
+
+const std::vector<std::string> over_ssh = {"--boot-address", "127.0.0.1"};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+TEST_F(launcher_nodes, over_ssh_one_agent_per_host_starts_its_ranks_with_the_jobs_settings) {
+  fake_ssh ssh;
+  cmd_result r = run_cmd(job(5, {"nodes", "CLUMP_NET_TIMEOUT_MS", "PROBE_OUTSIDE"},
+                             with({"-v", "--hosts", "alpha,beta,gamma"}, over_ssh)),
+                         job_timeout, ssh.env({"CLUMP_NET_TIMEOUT_MS=4321", "PROBE_OUTSIDE=x"}));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_placement(r.output, 3, 5);
+  auto setting = env_lines(r.output, "CLUMP_NET_TIMEOUT_MS");
+  auto outside = env_lines(r.output, "PROBE_OUTSIDE");
+  const std::vector<std::string> hosts{"alpha", "beta", "gamma"};
+  for (int rank = 0; rank < 5; ++rank) {
+    // The CLUMP_* settings travel with the job; nothing else does (ssh carries no environment).
+    EXPECT_EQ(setting[rank], "4321") << "rank " << rank << "\n" << r.output;
+    EXPECT_EQ(outside[rank], "unset") << "rank " << rank << "\n" << r.output;
+    const std::string& host = hosts[static_cast<size_t>(expected_node(rank, 3, 5))];
+    EXPECT_NE(r.output.find("clumprun on " + host + ": rank " + std::to_string(rank) + ": pid "), std::string::npos)
+        << r.output;
+  }
+  for (const auto& host : hosts) EXPECT_NE(r.output.find("host " + host + ": agent connected"), std::string::npos);
+  expect_no_ranks_left(r.output, 5);
+}
+
+TEST_F(launcher_nodes, over_ssh_the_programs_arguments_arrive_word_for_word) {
+  fake_ssh ssh;
+  const std::vector<std::string> words{"it's", "a b", "$HOME", "; echo injected", "\"q\"", ""};
+  std::vector<std::string> args{"args"};
+  args.insert(args.end(), words.begin(), words.end());
+  cmd_result r = run_cmd(job(2, args, with({"--hosts", "a,b"}, over_ssh)), job_timeout, ssh.env());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (size_t i = 0; i < words.size(); ++i)
+    EXPECT_EQ(count(r.output, "arg " + std::to_string(i + 1) + " " + words[i] + "\n"), 2) << words[i] << "\n" << r.output;
+  EXPECT_EQ(r.output.find("\ninjected\n"), std::string::npos) << r.output;
+}
+
+TEST_F(launcher_nodes, over_ssh_a_failing_rank_ends_the_job_with_its_exit_code) {
+  fake_ssh ssh;
+  cmd_result r = run_cmd(job(3, {"exitcode", "3", "1"}, with({"--hosts", "a,b"}, over_ssh)), job_timeout, ssh.env());
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_NE(r.output.find("clumprun: rank 1 (pid "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("exited with code 3"), std::string::npos) << r.output;
+  expect_no_ranks_left(r.output, 3);
+
+  child_process c(job(3, {"hang"}, with({"--hosts", "a,b"}, over_ssh)), ssh.env());
+  ASSERT_TRUE(c.wait_for_output("ready rank", 3, 20s)) << c.output();
+  auto pids = rank_pids(c.output());
+  ASSERT_EQ(pids.size(), 3u) << c.output();
+  ASSERT_EQ(::kill(pids[2], SIGKILL), 0);
+  cmd_result k = c.wait(20s);
+  EXPECT_EQ(k.exit_code, 128 + SIGKILL) << k.output;
+  EXPECT_NE(k.output.find("clumprun: rank 2 (pid " + std::to_string(pids[2]) + ") was killed by signal 9"),
+            std::string::npos)
+      << k.output;
+  expect_no_ranks_left(k.output, 3);
+
+  // The head keeps the time (the agents do not end their ranks on their own).
+  cmd_result t = run_cmd(job(2, {"hang"}, with({"--hosts", "a,b", "--timeout", "0.5"}, over_ssh)), job_timeout, ssh.env());
+  EXPECT_EQ(t.exit_code, 124) << t.output;
+  expect_no_ranks_left(t.output, 2);
+}
+
+TEST_F(launcher_nodes, over_ssh_interrupting_or_killing_clumprun_ends_every_rank) {
+  fake_ssh ssh;
+  for (int sig : {SIGTERM, SIGKILL}) {
+    child_process c(job(4, {"hang"}, with({"--hosts", "a,b"}, over_ssh)), ssh.env());
+    ASSERT_TRUE(c.wait_for_output("ready rank", 4, 20s)) << c.output();
+    auto pids = rank_pids(c.output());
+    ASSERT_EQ(pids.size(), 4u) << c.output();
+    ASSERT_EQ(::kill(c.pid(), sig), 0);
+    cmd_result r = c.wait(20s);
+    if (sig == SIGTERM) {
+      EXPECT_EQ(r.exit_code, 128 + sig) << r.output;
+    }
+    // The agents end their ranks (after SIGKILL: the agents die with their
+    // ssh, and their ranks with them); give them the grace period.
+    EXPECT_TRUE(survivors(pids, 10s).empty()) << "signal " << sig << "\n" << r.output;
+  }
+}
+
+TEST_F(launcher_nodes, an_agent_that_never_connects_is_reported_with_what_to_check) {
+  cmd_result r = run_cmd(job(2, {"hello"}, with({"--remote", "--hosts", "a,b", "--spawn", "/bin/false {host}"},
+                                                over_ssh)),
+                         job_timeout);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  // (Host a or b: whichever agent is found dead first.)
+  EXPECT_NE(r.output.find(": the command that starts clumprun there exited with code 1 before it connected back to "
+                          "127.0.0.1:"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("--boot-address"), std::string::npos) << r.output;
+  cmd_result bad = run_cmd(job(2, {"hello"}, {"--hosts", "a,b", "--boot-address", "192.0.2.77"}), job_timeout);
+  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("cannot listen for the hosts' agents on 192.0.2.77"), std::string::npos) << bad.output;
+  cmd_result alone = run_cmd(job(2, {"hello"}, {"--remote"}), job_timeout);
+  EXPECT_EQ(alone.exit_code, 2) << alone.output;
+  EXPECT_NE(alone.output.find("--remote starts the ranks of each host through an agent, so it needs --hosts"),
+            std::string::npos)
+      << alone.output;
+}
+
+TEST_F(launcher_nodes, labels_and_output_come_back_through_the_agents) {
+  fake_ssh ssh;
+  cmd_result r = run_cmd(job(4, {"hello"}, with({"--label", "--hosts", "a,b"}, over_ssh)), job_timeout, ssh.env());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (int rank = 0; rank < 4; ++rank)
+    EXPECT_NE(r.output.find("[" + std::to_string(rank) + "] hello rank " + std::to_string(rank)), std::string::npos)
+        << r.output;
 }
 
 TEST_F(launcher_nodes, help_describes_nodes_hosts_and_spawn) {
   cmd_result r = run_cmd({clumprun, "--help"}, job_timeout);
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  for (std::string text : {"-N NODES", "--hosts H1,H2,...", "--spawn TEMPLATE", "r*NODES/P", "CLUMP_NET_ADDRESS"})
+  for (std::string text : {"-N NODES", "--hosts H1,H2,...", "--spawn TEMPLATE", "r*NODES/P", "CLUMP_NET_ADDRESS",
+                           "--remote", "--boot-address", "clumprun --agent"})
     EXPECT_NE(r.output.find(text), std::string::npos) << text << "\n" << r.output;
 }
 

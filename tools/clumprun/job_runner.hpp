@@ -4,6 +4,7 @@
 // protocol: hello, job, collectives, getenv, exit; see src/boot/wire.hpp).
 // Private to clumprun.
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/types.h>
 
@@ -43,9 +44,38 @@ struct rank_proc {
   bool arrived = false;         // in the current collective
   bool exit_requested = false;  // sent exit: it ends itself
   bool exited = false;          // reaped
+  bool remote = false;          // on another host: started by its agent; pid is the agent's report
   std::unique_ptr<line_forwarder> out_fwd, err_fwd;
 
   ~rank_proc();
+};
+
+/// A framed stream to another clumprun (an agent, or the head), over TCP.
+struct connection {
+  int fd = -1;
+  frame_reader in;
+  frame_writer out;
+  ~connection();
+};
+
+/// One host of a remote job, seen from the head: its agent process (the
+/// spawn template running clumprun --agent) and the agent's connection.
+struct host_link {
+  int node = 0;
+  pid_t agent_pid = -1;
+  bool agent_exited = false;
+  bool connected = false;            // the agent did connect (conn may be gone since)
+  std::unique_ptr<connection> conn;  // null until the agent connected and said hello
+};
+
+/// The head's end of a remote rank's boot socket: what the head's boot code
+/// writes to the rank goes to its agent, and what the agent relays from the
+/// rank is written here for the boot code to read.
+struct relay_end {
+  int fd = -1;
+  frame_reader in;
+  frame_writer out;
+  ~relay_end();
 };
 
 /// The job from start to end; see launcher.hpp. Single-threaded: every
@@ -91,6 +121,29 @@ class job_runner {
   int poll_timeout_ms(steady::time_point now) const;
   void loop();
 
+  // ---- jobs across hosts (remote.cpp) --------------------------------------
+  // The head: listen, start one agent per host, relay between the ranks'
+  // boot sockets and the agents.
+  bool start_remote();
+  void spawn_agent(host_link& h);
+  void on_accept();
+  void on_pending(size_t i);
+  void on_link(host_link& h, short revents);
+  void on_relay_end(int rank, short revents);
+  void link_lost(host_link& h, const std::string& why);
+  void on_agent_exit(host_link& h, int st);
+  void check_links(steady::time_point now);
+  void signal_remote(const rank_proc& rp, int sig);
+  // The agent: connect to the head, start this host's ranks, relay.
+  bool start_agent();
+  void agent_started(const rank_proc& rp);
+  void agent_relay_from_rank(rank_proc& rp, frame& f);
+  void on_head(short revents);
+  void agent_rank_exited(rank_proc& rp, int st);
+  void flush_head();
+  // Both: the descriptors the loop polls for them, and what to do when one is ready.
+  void remote_fds(std::vector<pollfd>& fds, std::vector<std::function<void(short)>>& handlers);
+
   // ---- the boot protocol (rendezvous.cpp) ----------------------------------
   void close_socket(rank_proc& rp);
   void read_socket(rank_proc& rp);
@@ -133,6 +186,18 @@ class job_runner {
   steady::time_point term_at_{};
   steady::time_point kill_at_{};
   steady::time_point give_up_at_{};
+
+  // Remote jobs (remote.cpp).
+  bool agent_ = false;       // this clumprun is an agent
+  std::string key_;          // the job's secret: agents prove they were started by us
+  int listen_fd_ = -1;       // head: where agents connect
+  std::string listen_text_;  // head: "a.b.c.d:port"
+  std::vector<host_link> hosts_;
+  std::vector<std::unique_ptr<connection>> pending_;  // head: accepted, no hello yet
+  std::vector<std::unique_ptr<relay_end>> relays_;    // head: per rank
+  steady::time_point connect_by_{};                   // head: every agent connected by then
+  std::unique_ptr<connection> head_;                  // agent: the head
+  int placeholder_fd_ = -1;  // stands for the region of a rank on another host
 };
 
 }  // namespace clumprun

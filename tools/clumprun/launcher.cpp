@@ -67,8 +67,22 @@ int job_runner::run() {
     ranks_.push_back(std::make_unique<rank_proc>());
     ranks_.back()->rank = r;
   }
-  for (int r = 0; r < n_ && !ending_; ++r) spawn(*ranks_[static_cast<size_t>(r)]);
+  if (o_.remote) {
+    // The head of a job across hosts: the agents start the ranks.
+    if (!start_remote()) kill_all();
+  } else if (!o_.head.empty()) {
+    // An agent: this host's ranks only.
+    if (!start_agent()) return exit_code_;
+    for (auto& rp : ranks_) {
+      if (ending_ || o_.nodes.node_of[static_cast<size_t>(rp->rank)] != o_.agent_node) continue;
+      spawn(*rp);
+      if (rp->pid > 0) agent_started(*rp);
+    }
+  } else {
+    for (int r = 0; r < n_ && !ending_; ++r) spawn(*ranks_[static_cast<size_t>(r)]);
+  }
   loop();
+  if (agent_) flush_head();
   for (auto& rp : ranks_) {
     if (rp->out_fwd) rp->out_fwd->finish();
     if (rp->err_fwd) rp->err_fwd->finish();
@@ -184,7 +198,7 @@ void job_runner::exec_child(int rank, pid_t parent, int sock, int out_w, int err
   ::signal(SIGPIPE, SIG_DFL);
   // Only rank 0 reads clumprun's input, and only when it is not a terminal:
   // a process outside the terminal's foreground group that reads it stops.
-  if (rank != 0 || stdin_is_tty_) {
+  if (rank != 0 || stdin_is_tty_ || agent_) {
     int null_fd = ::open("/dev/null", O_RDONLY);
     if (null_fd >= 0 && null_fd != STDIN_FILENO) {
       ::dup2(null_fd, STDIN_FILENO);
@@ -218,6 +232,7 @@ void job_runner::start_failed(rank_proc& rp, const char* step, int e) {
 }
 
 void job_runner::send_signal(const rank_proc& rp, int sig) {
+  if (rp.remote) return rp.exited ? void() : signal_remote(rp, sig);
   if (rp.pid <= 0 || rp.exited) return;  // never signal a reaped pid: it may be reused
   if (::kill(-rp.pid, sig) != 0) ::kill(rp.pid, sig);
 }
@@ -271,6 +286,9 @@ void job_runner::on_signal(int sig) {
 
 void job_runner::kill_all() {
   signal_all(SIGKILL);
+  // And the hosts' agents (their ssh), which ends what is left over there.
+  for (auto& h : hosts_)
+    if (h.agent_pid > 0 && !h.agent_exited) ::kill(-h.agent_pid, SIGKILL);
   killed_ = true;
   give_up_at_ = steady::now() + give_up_after_kill;
 }
@@ -280,7 +298,13 @@ void job_runner::reap() {
     int st = 0;
     pid_t pid = ::waitpid(-1, &st, WNOHANG);
     if (pid <= 0) return;
-    auto it = std::find_if(ranks_.begin(), ranks_.end(), [&](auto& rp) { return rp->pid == pid && !rp->exited; });
+    auto agent = std::find_if(hosts_.begin(), hosts_.end(), [&](auto& h) { return h.agent_pid == pid; });
+    if (agent != hosts_.end()) {
+      on_agent_exit(*agent, st);
+      continue;
+    }
+    auto it = std::find_if(ranks_.begin(), ranks_.end(),
+                           [&](auto& rp) { return !rp->remote && rp->pid == pid && !rp->exited; });
     if (it == ranks_.end()) continue;
     rank_proc& rp = **it;
     // What the rank said and printed before it died comes first: an exit
@@ -293,6 +317,7 @@ void job_runner::reap() {
 }
 
 void job_runner::on_rank_exit(rank_proc& rp, int st) {
+  if (agent_) return agent_rank_exited(rp, st);  // the head judges
   rp.exited = true;
   --live_;
   if (rp.sock >= 0) close_socket(rp);
@@ -370,6 +395,7 @@ void job_runner::read_signals() {
 bool job_runner::handle_deadlines(steady::time_point now) {
   if (!ending_ && timeout_at_ && now >= *timeout_at_)
     end_job(124, fmt::format("the job did not finish within --timeout {} s; ending it", o_.timeout_seconds));
+  if (o_.remote) check_links(now);
   auto running = [](const rank_proc& rp) { return rp.pid > 0 && !rp.exited; };
   if (ending_ && !termed_ && now >= term_at_) {
     signal_all(SIGTERM);
@@ -396,6 +422,7 @@ int job_runner::poll_timeout_ms(steady::time_point now) const {
   if (ending_ && !termed_) consider(term_at_);
   if (termed_ && !killed_) consider(kill_at_);
   if (killed_) consider(give_up_at_);
+  if (o_.remote && !ending_ && now < connect_by_) consider(connect_by_);
   for (auto& rp : ranks_)
     if (rp->sock >= 0 && !rp->out.empty() && rp->retry_at > now) consider(rp->retry_at);
   if (!next) return -1;
@@ -404,9 +431,15 @@ int job_runner::poll_timeout_ms(steady::time_point now) const {
 }
 
 void job_runner::loop() {
-  enum class kind { sock, out, err };
+  enum class kind { sock, out, err, remote };
   std::vector<pollfd> fds;
-  std::vector<std::pair<kind, rank_proc*>> who;
+  struct source {
+    kind k;
+    rank_proc* rp;  // sock, out, err
+    size_t index;   // remote: into remote_handlers
+  };
+  std::vector<source> who;
+  std::vector<std::function<void(short)>> remote_handlers;
   while (live_ > 0) {
     auto now = steady::now();
     if (!handle_deadlines(now)) return;
@@ -417,17 +450,20 @@ void job_runner::loop() {
         short ev = POLLIN;
         if (!rp->out.empty() && rp->retry_at <= now) ev |= POLLOUT;
         fds.push_back({rp->sock, ev, 0});
-        who.emplace_back(kind::sock, rp.get());
+        who.push_back({kind::sock, rp.get(), 0});
       }
       if (rp->out_fwd && rp->out_fwd->fd() >= 0) {
         fds.push_back({rp->out_fwd->fd(), POLLIN, 0});
-        who.emplace_back(kind::out, rp.get());
+        who.push_back({kind::out, rp.get(), 0});
       }
       if (rp->err_fwd && rp->err_fwd->fd() >= 0) {
         fds.push_back({rp->err_fwd->fd(), POLLIN, 0});
-        who.emplace_back(kind::err, rp.get());
+        who.push_back({kind::err, rp.get(), 0});
       }
     }
+    remote_handlers.clear();
+    remote_fds(fds, remote_handlers);
+    for (size_t i = 0; i < remote_handlers.size(); ++i) who.push_back({kind::remote, nullptr, i});
     int n = ::poll(fds.data(), fds.size(), poll_timeout_ms(now));
     if (n < 0 && errno != EINTR) {
       say(fmt::format("poll failed: {}", std::strerror(errno)));
@@ -441,8 +477,10 @@ void job_runner::loop() {
     for (size_t i = 1; i < fds.size(); ++i) {
       short rev = fds[i].revents;
       if (!rev) continue;
-      auto [k, rp] = who[i - 1];
-      if (k == kind::sock) {
+      auto [k, rp, index] = who[i - 1];
+      if (k == kind::remote) {
+        remote_handlers[index](rev);
+      } else if (k == kind::sock) {
         if (rp->sock < 0) continue;
         if (rev & (POLLIN | POLLHUP | POLLERR)) read_socket(*rp);
         if (rev & POLLOUT) send_pending(*rp);
@@ -454,7 +492,13 @@ void job_runner::loop() {
   }
 }
 
-void say(const std::string& text) { write_all(STDERR_FILENO, "clumprun: " + text + "\n"); }
+namespace {
+std::string say_prefix = "clumprun: ";
+}
+
+void say(const std::string& text) { write_all(STDERR_FILENO, say_prefix + text + "\n"); }
+
+void set_say_prefix(const std::string& prefix) { say_prefix = prefix; }
 
 int run_job(const launch_options& options) { return job_runner(options).run(); }
 

@@ -29,6 +29,18 @@ struct launch_options {
   uint64_t job_id = 0;
   std::vector<uint64_t> tags;  ///< one per rank: distinct, never 0 or 1
   node_plan nodes;             ///< which node each rank is on, and how it is started there
+
+  // Remote launch (tools/clumprun/remote.cpp): with --hosts and ssh (or
+  // --remote), clumprun starts one agent per host through the spawn template
+  // and the agents start the ranks; the boot protocol goes over TCP.
+  bool remote = false;
+  std::string boot_address;                ///< where the agents connect: an IPv4 address, or "auto"
+  std::string self;                        ///< this clumprun's path, run on every host
+  std::vector<std::string> own_arguments;  ///< clumprun's command line, handed to the agents
+  bool quote_for_shell = false;            ///< the template is ssh: a remote shell parses the words
+  // An agent (--agent): starts the ranks of one host for the clumprun at `head`.
+  std::string head;  ///< "a.b.c.d:port"; empty: not an agent
+  int agent_node = -1;
 };
 
 /// Starts the job, serves it until every rank has ended, and returns
@@ -38,7 +50,9 @@ struct launch_options {
 /// job could not start or could not go on (a rank left the others waiting).
 int run_job(const launch_options& options);
 
-/// Writes "clumprun: <text>\n" to stderr in one write.
+/// Writes "clumprun: <text>\n" to stderr in one write ("clumprun on HOST: "
+/// in an agent, see set_say_prefix).
 void say(const std::string& text);
+void set_say_prefix(const std::string& prefix);
 
 }  // namespace clumprun

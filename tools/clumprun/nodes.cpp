@@ -111,16 +111,14 @@ std::optional<node_plan> plan_nodes(int nranks, const node_request& request, std
                         request.spawn);
       return std::nullopt;
     }
-    if (basename_of(plan.spawn[0]) == "ssh") {
-      bad_usage = false;
-      why = fmt::format(
-          "{}: remote launch over ssh needs a TCP boot channel, which is not implemented yet (ranks reach "
-          "clumprun through an inherited socket, so they must start on this machine); use a local wrapper "
-          "instead, e.g. --spawn 'ip netns exec {{host}}' with network namespaces (tests/netns/run sets them up)",
-          request.spawn_given ? fmt::format("--spawn '{}'", request.spawn)
-                              : fmt::format("--hosts without --spawn starts ranks with '{}'", default_spawn));
-      return std::nullopt;
-    }
+    // ssh runs a command on another machine: the ranks there cannot inherit
+    // a socket from us, so one clumprun agent per host starts them and talks
+    // to us over TCP (remote.cpp).
+    plan.remote = request.remote || basename_of(plan.spawn[0]) == "ssh";
+    plan.through_shell = basename_of(plan.spawn[0]) == "ssh";
+  } else if (request.remote) {
+    why = "--remote starts the ranks of each host through an agent, so it needs --hosts";
+    return std::nullopt;
   }
   plan.node_count = static_cast<int>(nodes);
   plan.node_of.resize(static_cast<size_t>(nranks));

@@ -96,6 +96,7 @@ void job_runner::protocol_error(rank_proc& rp, const std::string& why) {
 
 void job_runner::handle_frame(rank_proc& rp, frame& f) {
   if (ending_) return;  // the ranks are being ended; nothing they ask matters now
+  if (agent_) return agent_relay_from_rank(rp, f);  // the head answers
   switch (f.type) {
     case wire::msg::hello: return on_hello(rp, f);
     case wire::msg::collective: return on_collective(rp, f);
