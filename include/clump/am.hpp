@@ -399,6 +399,12 @@ class endpoint {
   /// clump's shared region receives long payloads in pieces, one extra copy.
   void set_segment(void* address, size_t bytes);
   std::span<std::byte> segment() const noexcept;
+  /// The segment of the endpoint at translation `dest` as mapped in this
+  /// process, when that endpoint is on this node and its segment is in
+  /// shared memory (allocate_segment); empty otherwise (reach it with
+  /// messages). For direct loads and stores, as the gas layer makes; valid
+  /// while that endpoint keeps its segment.
+  std::span<std::byte> mapped_segment(int dest) const noexcept;
 
   // ---- handlers ----
   /// Registers a request handler at the next free index; returns its typed id.

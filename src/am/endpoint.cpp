@@ -221,6 +221,17 @@ void endpoint::set_segment(void* address, size_t bytes) {
 
 std::span<std::byte> endpoint::segment() const noexcept { return {impl_->segment, impl_->segment_length}; }
 
+std::span<std::byte> endpoint::mapped_segment(int dest) const noexcept {
+  const endpoint_impl& e = *impl_;
+  if (dest < 0 || static_cast<size_t>(dest) >= e.translations.size()) return {};
+  const translation& t = e.translations[static_cast<size_t>(dest)];
+  if (!t.used || !t.remote || t.remote->net || !t.remote->region_base) return {};
+  uint64_t offset = 0, length = 0;
+  shm::read_segment(*t.remote->view.header, offset, length);
+  if (offset == shm::private_segment || length == 0) return {};
+  return {t.remote->region_base + offset, static_cast<size_t>(length)};
+}
+
 // ---- handlers --------------------------------------------------------------
 
 handler_index endpoint::set_raw_handler(int index, raw_handler fn, void* ctx, role r, int nargs, int payload,

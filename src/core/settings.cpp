@@ -39,6 +39,9 @@ const setting_def registry[] = {
     {"CLUMP_MAX_MEDIUM", setting_type::size, "64K",
      "largest medium payload (AM_MaxMedium); long payloads through a private segment travel in pieces of this size",
      false},
+    {"CLUMP_GAS_SEGMENT", setting_type::size, "64M",
+     "each process's share of the gas global address space (clump/gas.hpp), in shared memory (used only where touched)",
+     false},
     {"CLUMP_SEGMENT_SIZE", setting_type::size, "64M",
      "size of the segment of the endpoint that clump::runtime and AMX_SPMDStartup create (memory is used only where touched)",
      false},
@@ -207,6 +210,7 @@ config parse() {
   if (window < 1 || window > 64) bad_setting("CLUMP_NET_WINDOW=%lld must be between 1 and 64", static_cast<long long>(window));
   c.net_window = static_cast<uint32_t>(window);
   c.net_lend = size("CLUMP_NET_LEND");
+  c.gas_segment = size("CLUMP_GAS_SEGMENT");
   int64_t send_sockets = integer("CLUMP_NET_SEND_SOCKETS");
   if (send_sockets < 0 || send_sockets > 65536) bad_setting("CLUMP_NET_SEND_SOCKETS must be between 0 and 65536");
   c.net_send_sockets = static_cast<uint32_t>(send_sockets);

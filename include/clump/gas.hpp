@@ -1,0 +1,255 @@
+#pragma once
+/// \file
+/// The Split-C global address space on clump's active messages.
+///
+/// A program is one thread of control per process (SPMD). Every process
+/// contributes a segment of shared memory to one global address space; a
+/// `global_ptr<T>` names a place in it as (rank, offset). Reads and writes
+/// block; `get` and `put` are split-phase and complete together at `sync()`;
+/// `store` is one-way: the target counts the bytes that arrive
+/// (`store_sync(n)`), and `all_store_sync()` is a barrier after which every
+/// store in the job has landed.
+///
+/// A place on a process of this node is reached with plain loads, stores and
+/// memcpy through the cross-mapped segment, with no message at all; a place
+/// on another node with active messages (long messages for put and store,
+/// request and reply for get).
+///
+/// \code
+///   clump::runtime rt;
+///   clump::gas::space gs(rt);                         // collective
+///   auto counts = clump::gas::all_alloc<int64_t>(8);  // the same offset on every rank
+///   auto right = counts.on((gs.rank() + 1) % gs.size());
+///   clump::gas::write(right, int64_t{42});
+///   clump::gas::barrier();
+/// \endcode
+///
+/// One space per process, used from the thread that owns the runtime's
+/// bundle. Errors (a null or out-of-segment pointer, a rank out of range, a
+/// misaligned atomic) throw clump::error with the reason; nothing writes
+/// outside a segment.
+
+#include <clump/runtime.hpp>
+#include <clump/status.hpp>
+
+#include <compare>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <type_traits>
+
+namespace clump::gas {
+
+class space;
+
+/// A place in the global address space: a rank and a byte offset into that
+/// rank's segment. A default-constructed pointer is null.
+template <class T>
+class global_ptr {
+ public:
+  using element_type = T;
+
+  constexpr global_ptr() noexcept = default;
+  constexpr global_ptr(int rank, uint64_t offset) noexcept : rank_(rank), offset_(offset) {}
+
+  constexpr int rank() const noexcept { return rank_; }
+  constexpr uint64_t offset() const noexcept { return offset_; }
+  constexpr bool is_null() const noexcept { return rank_ < 0; }
+  constexpr explicit operator bool() const noexcept { return !is_null(); }
+
+  /// The same offset on another rank (a symmetric allocation's copy there).
+  constexpr global_ptr on(int rank) const noexcept { return {rank, offset_}; }
+
+  /// True when this process reaches the place with loads and stores: it is
+  /// on this process or on another process of this node.
+  bool is_local() const;
+  /// The place as a pointer of this process (see is_local); throws
+  /// clump::error when it is not directly addressable here.
+  T* local() const;
+
+  template <class U>
+  constexpr global_ptr<U> cast() const noexcept {
+    return {rank_, offset_};
+  }
+
+  constexpr global_ptr& operator+=(std::ptrdiff_t n) noexcept {
+    offset_ += static_cast<uint64_t>(n * static_cast<std::ptrdiff_t>(sizeof(T)));
+    return *this;
+  }
+  constexpr global_ptr& operator-=(std::ptrdiff_t n) noexcept { return *this += -n; }
+  constexpr global_ptr& operator++() noexcept { return *this += 1; }
+  constexpr global_ptr& operator--() noexcept { return *this -= 1; }
+  constexpr global_ptr operator++(int) noexcept {
+    global_ptr old = *this;
+    *this += 1;
+    return old;
+  }
+  constexpr global_ptr operator--(int) noexcept {
+    global_ptr old = *this;
+    *this -= 1;
+    return old;
+  }
+  friend constexpr global_ptr operator+(global_ptr p, std::ptrdiff_t n) noexcept { return p += n; }
+  friend constexpr global_ptr operator+(std::ptrdiff_t n, global_ptr p) noexcept { return p += n; }
+  friend constexpr global_ptr operator-(global_ptr p, std::ptrdiff_t n) noexcept { return p -= n; }
+  /// Elements between two places of one rank.
+  friend constexpr std::ptrdiff_t operator-(global_ptr a, global_ptr b) noexcept {
+    return (static_cast<std::ptrdiff_t>(a.offset_) - static_cast<std::ptrdiff_t>(b.offset_)) /
+           static_cast<std::ptrdiff_t>(sizeof(T));
+  }
+  friend constexpr bool operator==(global_ptr, global_ptr) noexcept = default;
+  /// Ordered by rank, then offset.
+  friend constexpr std::strong_ordering operator<=>(global_ptr a, global_ptr b) noexcept {
+    if (auto c = a.rank_ <=> b.rank_; c != 0) return c;
+    return a.offset_ <=> b.offset_;
+  }
+
+ private:
+  int rank_ = -1;
+  uint64_t offset_ = 0;
+};
+
+/// The global address of `p`, which must point into this process's segment.
+template <class T>
+global_ptr<T> to_global(T* p);
+
+/// The global address space of this process's job. Constructing it is
+/// collective: every rank constructs one, with the same segment size.
+class space {
+ public:
+  /// Creates this process's segment of `segment_bytes` bytes (0: the
+  /// CLUMP_GAS_SEGMENT setting) in shared memory, and exchanges every rank's.
+  explicit space(runtime& rt, size_t segment_bytes = 0);
+  /// Collective: a barrier first, so that nobody's segment goes while others use it.
+  ~space();
+  space(const space&) = delete;
+  space& operator=(const space&) = delete;
+
+  /// The space of this process; throws clump::error when there is none.
+  static space& current();
+
+  int rank() const noexcept;
+  int size() const noexcept;
+  /// This process's segment (the part of it the allocators hand out from).
+  std::span<std::byte> segment() const noexcept;
+  runtime& owner() const noexcept;
+
+  struct impl;
+  impl& internals() const noexcept { return *impl_; }
+
+ private:
+  std::unique_ptr<impl> impl_;
+};
+
+// ---- memory ------------------------------------------------------------------
+
+namespace detail {
+uint64_t all_alloc_bytes(size_t bytes, size_t align);
+uint64_t alloc_bytes(size_t bytes, size_t align);
+void free_bytes(int rank, uint64_t offset);
+void* local_address(int rank, uint64_t offset, size_t bytes);  // nullptr when not mapped here
+bool is_local(int rank);
+void get_bytes(void* dst, int rank, uint64_t offset, size_t bytes);
+void put_bytes(int rank, uint64_t offset, const void* src, size_t bytes);
+void store_bytes(int rank, uint64_t offset, const void* src, size_t bytes);
+uint64_t to_offset(const void* p, size_t bytes);
+}  // namespace detail
+
+/// Collective: `n` elements at the same offset in every rank's segment;
+/// returns this rank's. Ranks must make the same all_alloc calls in the same
+/// order. Throws clump::error when the segment is full.
+template <class T>
+global_ptr<T> all_alloc(size_t n = 1) {
+  return {space::current().rank(), detail::all_alloc_bytes(n * sizeof(T), alignof(T))};
+}
+
+/// `n` elements in this rank's segment, for this rank alone to hand out.
+template <class T>
+global_ptr<T> alloc(size_t n = 1) {
+  return {space::current().rank(), detail::alloc_bytes(n * sizeof(T), alignof(T))};
+}
+
+/// Gives back memory from alloc (on this rank).
+template <class T>
+void free(global_ptr<T> p) {
+  detail::free_bytes(p.rank(), p.offset());
+}
+
+template <class T>
+bool global_ptr<T>::is_local() const {
+  return !is_null() && detail::is_local(rank_);
+}
+
+template <class T>
+T* global_ptr<T>::local() const {
+  return static_cast<T*>(detail::local_address(rank_, offset_, sizeof(T)));
+}
+
+template <class T>
+global_ptr<T> to_global(T* p) {
+  return {space::current().rank(), detail::to_offset(p, sizeof(T))};
+}
+
+// ---- operations --------------------------------------------------------------
+
+/// Waits until every get and put of this process has completed.
+void sync();
+
+/// Blocking read of one value.
+template <class T>
+T read(global_ptr<T> p) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  T v;
+  detail::get_bytes(&v, p.rank(), p.offset(), sizeof(T));
+  sync();
+  return v;
+}
+
+/// Blocking write of one value: returns once it is in place.
+template <class T>
+void write(global_ptr<T> p, const std::type_identity_t<T>& v) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  detail::put_bytes(p.rank(), p.offset(), &v, sizeof(T));
+  sync();
+}
+
+/// Split-phase: `n` elements from `src` into `dst`, complete at the next sync().
+template <class T>
+void get(T* dst, global_ptr<T> src, size_t n = 1) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  detail::get_bytes(dst, src.rank(), src.offset(), n * sizeof(T));
+}
+
+/// Split-phase: `n` elements from `src` into `dst`. `src` may be reused at
+/// once; the data is in place at the next sync().
+template <class T>
+void put(global_ptr<T> dst, const T* src, size_t n = 1) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  detail::put_bytes(dst.rank(), dst.offset(), src, n * sizeof(T));
+}
+
+/// One-way: `n` elements from `src` into `dst`, counted at the target (see
+/// store_sync). `src` may be reused at once; the sender learns nothing.
+template <class T>
+void store(global_ptr<T> dst, const T* src, size_t n = 1) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  detail::store_bytes(dst.rank(), dst.offset(), src, n * sizeof(T));
+}
+
+/// Waits until `bytes` more bytes have been stored into this process (since
+/// the last store_sync or all_store_sync), polling meanwhile.
+void store_sync(size_t bytes);
+
+/// Collective: a barrier after which every store made before it, by any
+/// rank, has landed; resets the counts store_sync waits on.
+void all_store_sync();
+
+/// Collective: every rank has arrived (and every put and get of this process
+/// has completed).
+void barrier();
+
+/// Runs the handlers of pending messages (for use inside computation loops).
+void poll();
+
+}  // namespace clump::gas

@@ -1,0 +1,360 @@
+// The gas layer (clump/gas.hpp) on clump's active messages.
+//
+// Each process has one endpoint of its own for the global address space, in
+// the runtime's bundle (so that the runtime's polling and waiting serve it),
+// with a segment in shared memory: the process's share of global memory.
+// Offsets in global pointers are offsets into these segments.
+//
+// Segment layout: the first cache line is the control line (the count of
+// bytes stored into this process, which processes of the node add to
+// directly); symmetric allocations (all_alloc) grow up from the next line,
+// this process's own (alloc) grow down from the end.
+//
+// A place on a process of this node is reached with plain memory operations
+// through its segment, mapped here; the operation is complete when the call
+// returns. A place on another node takes messages:
+//   put:   long request into the segment; the target's handler acks it (a
+//          short reply), and sync() waits for the acks;
+//   get:   a short request (offset, length, where); the target replies with
+//          a medium message of the bytes, in pieces of at most max_medium();
+//   store: long request into the segment; the target's handler adds the
+//          length to its stored count; nothing comes back.
+
+#include <clump/gas.hpp>
+
+#include <sys/random.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "core/settings.hpp"
+
+namespace clump::gas {
+
+namespace {
+
+constexpr size_t line = 64;
+space* current_space = nullptr;
+
+struct control_line {
+  std::atomic<uint64_t> stored;  // bytes stored into this process, ever
+};
+static_assert(sizeof(control_line) <= line);
+
+[[noreturn]] void fail(const std::string& what, const std::string& why) {
+  throw error(status::bad_arg, what, why);
+}
+
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+}  // namespace
+
+struct space::impl {
+  explicit impl(runtime& r) : rt(r), ep(r.bundle()) {}
+
+  runtime& rt;
+  clump::endpoint ep;
+  int rank = 0, size = 1;
+  std::span<std::byte> seg;
+  std::vector<std::byte*> base;  // per rank: its segment mapped here, or nullptr
+  size_t seg_len = 0;            // every rank's (they are equal)
+
+  // Allocation.
+  uint64_t sym_top = line;        // symmetric allocations end here
+  uint64_t own_floor = 0;         // this process's allocations start here
+  std::map<uint64_t, size_t> own_blocks;  // offset -> bytes, of alloc()
+  std::map<uint64_t, size_t> own_free;    // freed blocks above own_floor
+
+  // Completion.
+  uint64_t pending = 0;                // puts and get pieces not yet completed
+  std::vector<uint64_t> stored_to;     // bytes this process stored to each rank, ever
+  uint64_t consumed = 0;               // of our stored count, what store_sync took
+
+  // Handlers.
+  reply_handler<> put_ack{};
+  request_handler<uint64_t, uint32_t, uint64_t> get_req{};
+  payload_reply_handler<uint64_t> get_data{};
+  payload_request_handler<> put_req{};
+  payload_request_handler<> store_req{};
+
+  control_line& control() const { return *reinterpret_cast<control_line*>(seg.data()); }
+
+  void check(int r, uint64_t offset, size_t bytes, const char* what) const {
+    if (r < 0 || r >= size) {
+      if (r == -1) fail(what, "null global pointer");
+      fail(what, "rank " + std::to_string(r) + " is outside the job (0.." + std::to_string(size - 1) + ")");
+    }
+    if (offset < line || offset > seg_len || bytes > seg_len - offset)
+      fail(what, "bytes [" + std::to_string(offset) + ", " + std::to_string(offset + bytes) + ") of rank " +
+                     std::to_string(r) + " lie outside its segment [" + std::to_string(line) + ", " +
+                     std::to_string(seg_len) + ")");
+  }
+
+  void wait_pending() {
+    rt.wait_until([&] { return pending == 0; });
+  }
+
+  // A blocking send that must not fail quietly: a status other than ok means
+  // the destination cannot be reached.
+  static void sent(status s, const char* what) {
+    if (s != status::ok) throw error(s, what, "the message could not be sent");
+  }
+};
+
+space::space(runtime& rt, size_t segment_bytes) : impl_(std::make_unique<impl>(rt)) {
+  if (current_space) throw error(status::in_use, "creating the gas space", "this process has one already");
+  impl& m = *impl_;
+  m.rank = rt.rank();
+  m.size = rt.size();
+  size_t bytes = segment_bytes ? segment_bytes : core::settings().gas_segment;
+  bytes = std::max<size_t>(align_up(bytes, line), 2 * line);
+  m.seg = m.ep.allocate_segment(bytes);
+  m.seg_len = m.seg.size();
+  new (m.seg.data()) control_line{};
+  m.own_floor = m.seg_len;
+  m.stored_to.assign(static_cast<size_t>(m.size), 0);
+
+  m.put_ack = m.ep.on_reply([&m](token&) { --m.pending; });
+  m.put_req = m.ep.on_request([&m](token& t, std::span<const std::byte>) { (void)t.reply(m.put_ack); });
+  m.store_req = m.ep.on_request([&m](token&, std::span<const std::byte> p) {
+    m.control().stored.fetch_add(p.size(), std::memory_order_acq_rel);
+  });
+  m.get_data = m.ep.on_reply([&m](token&, std::span<const std::byte> p, uint64_t where) {
+    std::memcpy(reinterpret_cast<void*>(static_cast<uintptr_t>(where)), p.data(), p.size());
+    --m.pending;
+  });
+  m.get_req = m.ep.on_request([&m](token& t, uint64_t offset, uint32_t length, uint64_t where) {
+    // Checked by the sender; checked again here, where it matters.
+    if (offset > m.seg_len || length > m.seg_len - offset) return;
+    (void)t.reply(m.get_data, m.seg.subspan(offset, length), where);
+  });
+
+  // Everybody's name and tag; the segments must be alike.
+  struct entry {
+    endpoint_name name;
+    tag_t tag;
+    uint64_t length;
+  };
+  tag_t tag = 0;
+  while (tag <= 1)
+    if (::getrandom(&tag, sizeof tag, 0) != sizeof tag) tag = 0;
+  m.ep.set_tag(tag);
+  entry mine{m.ep.name(), tag, m.seg_len};
+  std::vector<entry> all(static_cast<size_t>(m.size));
+  rt.allgather(&mine, all.data(), sizeof mine);
+  if (m.ep.translation_count() < m.size) m.ep.set_translation_count(m.size);
+  for (int r = 0; r < m.size; ++r) {
+    const entry& e = all[static_cast<size_t>(r)];
+    if (e.length != m.seg_len)
+      throw error(status::bad_arg, "creating the gas space",
+                  "rank " + std::to_string(r) + " has a segment of " + std::to_string(e.length) + " bytes, this rank " +
+                      std::to_string(m.seg_len) + ": give every rank the same size");
+    m.ep.map(r, e.name, e.tag);
+  }
+  m.base.assign(static_cast<size_t>(m.size), nullptr);
+  for (int r = 0; r < m.size; ++r) {
+    std::span<std::byte> s = r == m.rank ? m.seg : m.ep.mapped_segment(r);
+    if (s.size() == m.seg_len) m.base[static_cast<size_t>(r)] = s.data();
+  }
+  current_space = this;
+  rt.barrier();  // every segment exists before anyone uses it
+}
+
+space::~space() {
+  try {
+    gas::barrier();
+  } catch (...) {
+  }
+  current_space = nullptr;
+}
+
+space& space::current() {
+  if (!current_space)
+    throw error(status::bad_arg, "clump::gas", "no gas space: construct a clump::gas::space(runtime) first");
+  return *current_space;
+}
+
+int space::rank() const noexcept { return impl_->rank; }
+int space::size() const noexcept { return impl_->size; }
+std::span<std::byte> space::segment() const noexcept { return impl_->seg; }
+runtime& space::owner() const noexcept { return impl_->rt; }
+
+// ---- memory --------------------------------------------------------------------
+
+namespace detail {
+
+uint64_t all_alloc_bytes(size_t bytes, size_t align) {
+  space::impl& m = space::current().internals();
+  const uint64_t at = align_up(m.sym_top, std::max<size_t>(align, 8));
+  if (at > m.own_floor || bytes > m.own_floor - at)
+    throw error(status::resource, "gas::all_alloc",
+                std::to_string(bytes) + " bytes do not fit in the segment (CLUMP_GAS_SEGMENT, or the size given "
+                                        "to the space)");
+  m.sym_top = at + bytes;
+  return at;
+}
+
+uint64_t alloc_bytes(size_t bytes, size_t align) {
+  space::impl& m = space::current().internals();
+  align = std::max<size_t>(align, 8);
+  bytes = std::max<size_t>(bytes, 1);
+  // First fit among freed blocks, else below the lowest block.
+  for (auto it = m.own_free.begin(); it != m.own_free.end(); ++it) {
+    const uint64_t at = align_up(it->first, align);
+    if (at + bytes > it->first + it->second) continue;
+    const uint64_t start = it->first, end = it->first + it->second;
+    m.own_free.erase(it);
+    if (at > start) m.own_free[start] = at - start;
+    if (end > at + bytes) m.own_free[at + bytes] = end - (at + bytes);
+    m.own_blocks[at] = bytes;
+    return at;
+  }
+  if (bytes > m.own_floor) throw error(status::resource, "gas::alloc", "the segment is full");
+  const uint64_t at = (m.own_floor - bytes) / align * align;
+  if (at < m.sym_top)
+    throw error(status::resource, "gas::alloc",
+                std::to_string(bytes) + " bytes do not fit in the segment (CLUMP_GAS_SEGMENT, or the size given to "
+                                        "the space)");
+  if (at + bytes < m.own_floor) m.own_free[at + bytes] = m.own_floor - (at + bytes);
+  m.own_floor = at;
+  m.own_blocks[at] = bytes;
+  return at;
+}
+
+void free_bytes(int rank, uint64_t offset) {
+  space::impl& m = space::current().internals();
+  auto it = m.own_blocks.find(offset);
+  if (rank != m.rank || it == m.own_blocks.end())
+    throw error(status::bad_arg, "gas::free", "not a block from gas::alloc on this rank");
+  m.own_free[offset] = it->second;
+  m.own_blocks.erase(it);
+  // Merge with the free neighbours.
+  auto f = m.own_free.find(offset);
+  if (auto next = std::next(f); next != m.own_free.end() && f->first + f->second == next->first) {
+    f->second += next->second;
+    m.own_free.erase(next);
+  }
+  if (f != m.own_free.begin()) {
+    auto prev = std::prev(f);
+    if (prev->first + prev->second == f->first) {
+      prev->second += f->second;
+      m.own_free.erase(f);
+      f = prev;
+    }
+  }
+  // The lowest block freed: the floor rises.
+  if (f->first == m.own_floor) {
+    m.own_floor += f->second;
+    m.own_free.erase(f);
+  }
+}
+
+bool is_local(int rank) {
+  space::impl& m = space::current().internals();
+  return rank >= 0 && rank < m.size && m.base[static_cast<size_t>(rank)] != nullptr;
+}
+
+void* local_address(int rank, uint64_t offset, size_t bytes) {
+  space::impl& m = space::current().internals();
+  m.check(rank, offset, bytes, "gas::global_ptr::local");
+  std::byte* b = m.base[static_cast<size_t>(rank)];
+  if (!b)
+    throw error(status::bad_arg, "gas::global_ptr::local",
+                "rank " + std::to_string(rank) + " is on another node: reach it with read, get, put or store");
+  return b + offset;
+}
+
+uint64_t to_offset(const void* p, size_t bytes) {
+  space::impl& m = space::current().internals();
+  const auto* b = static_cast<const std::byte*>(p);
+  if (b < m.seg.data() + line || b > m.seg.data() + m.seg_len || bytes > static_cast<size_t>(m.seg.data() + m.seg_len - b))
+    throw error(status::bad_arg, "gas::to_global", "the pointer is not inside this process's segment");
+  return static_cast<uint64_t>(b - m.seg.data());
+}
+
+void get_bytes(void* dst, int rank, uint64_t offset, size_t bytes) {
+  space::impl& m = space::current().internals();
+  m.check(rank, offset, bytes, "gas::get");
+  if (bytes == 0) return;
+  if (std::byte* b = m.base[static_cast<size_t>(rank)]) {
+    std::memcpy(dst, b + offset, bytes);
+    return;
+  }
+  const size_t piece = max_medium();
+  for (size_t done = 0; done < bytes; done += piece) {
+    const size_t n = std::min(piece, bytes - done);
+    ++m.pending;
+    m.sent(m.ep.request(rank, m.get_req, offset + done, static_cast<uint32_t>(n),
+                        static_cast<uint64_t>(reinterpret_cast<uintptr_t>(static_cast<std::byte*>(dst) + done))),
+           "gas::get");
+  }
+}
+
+void put_bytes(int rank, uint64_t offset, const void* src, size_t bytes) {
+  space::impl& m = space::current().internals();
+  m.check(rank, offset, bytes, "gas::put");
+  if (bytes == 0) return;
+  if (std::byte* b = m.base[static_cast<size_t>(rank)]) {
+    std::memcpy(b + offset, src, bytes);
+    return;
+  }
+  ++m.pending;
+  m.sent(m.ep.request_long(rank, m.put_req, std::span(static_cast<const std::byte*>(src), bytes), offset), "gas::put");
+}
+
+void store_bytes(int rank, uint64_t offset, const void* src, size_t bytes) {
+  space::impl& m = space::current().internals();
+  m.check(rank, offset, bytes, "gas::store");
+  if (bytes == 0) return;
+  m.stored_to[static_cast<size_t>(rank)] += bytes;
+  if (std::byte* b = m.base[static_cast<size_t>(rank)]) {
+    std::memcpy(b + offset, src, bytes);
+    // Release: the target that sees the count sees the bytes.
+    reinterpret_cast<control_line*>(b)->stored.fetch_add(bytes, std::memory_order_acq_rel);
+    return;
+  }
+  m.sent(m.ep.request_long(rank, m.store_req, std::span(static_cast<const std::byte*>(src), bytes), offset),
+         "gas::store");
+}
+
+}  // namespace detail
+
+// ---- completion ----------------------------------------------------------------
+
+void sync() { space::current().internals().wait_pending(); }
+
+void store_sync(size_t bytes) {
+  space::impl& m = space::current().internals();
+  const uint64_t want = m.consumed + bytes;
+  m.rt.wait_until([&] { return m.control().stored.load(std::memory_order_acquire) >= want; });
+  m.consumed = want;
+}
+
+void all_store_sync() {
+  space::impl& m = space::current().internals();
+  m.wait_pending();
+  // How much every rank has stored into every rank, ever: what must have
+  // arrived here.
+  const size_t p = static_cast<size_t>(m.size);
+  std::vector<uint64_t> all(p * p);
+  m.rt.allgather(m.stored_to.data(), all.data(), p * sizeof(uint64_t));
+  uint64_t expected = 0;
+  for (size_t s = 0; s < p; ++s) expected += all[s * p + static_cast<size_t>(m.rank)];
+  m.rt.wait_until([&] { return m.control().stored.load(std::memory_order_acquire) >= expected; });
+  m.consumed = expected;
+  m.rt.barrier();
+}
+
+void barrier() {
+  space::impl& m = space::current().internals();
+  m.wait_pending();
+  m.rt.barrier();
+}
+
+void poll() { space::current().internals().rt.bundle().poll(); }
+
+}  // namespace clump::gas

@@ -1,0 +1,346 @@
+// The gas conformance program: one scenario per run, chosen by argv[1], run
+// under clumprun by gas_test.cpp with 1 to 4 ranks, on one node, on emulated
+// nodes and over the network protocol. Every check compares with a reference
+// computed here; a failed check prints what was expected, and the program
+// exits non-zero.
+
+#include <clump/clump.hpp>
+#include <clump/gas.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace gas = clump::gas;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+int failures = 0;
+int my_rank = -1;
+
+#define CHECK(cond, ...)                                                                            \
+  do {                                                                                              \
+    if (!(cond)) {                                                                                  \
+      std::fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", my_rank, __FILE__, __LINE__, #cond); \
+      std::fprintf(stderr, __VA_ARGS__);                                                            \
+      std::fprintf(stderr, "\n");                                                                   \
+      ++failures;                                                                                   \
+    }                                                                                               \
+  } while (0)
+
+std::byte pattern(size_t i, uint32_t seed) { return static_cast<std::byte>((i * 131 + seed * 7 + (i >> 9)) & 0xff); }
+
+bool matches(const std::byte* p, size_t n, uint32_t seed) {
+  for (size_t i = 0; i < n; ++i)
+    if (p[i] != pattern(i, seed)) return false;
+  return true;
+}
+
+void fill(std::byte* p, size_t n, uint32_t seed) {
+  for (size_t i = 0; i < n; ++i) p[i] = pattern(i, seed);
+}
+
+// Spins without polling: the process does not answer anything meanwhile.
+void compute_for(std::chrono::milliseconds d) {
+  const auto until = clock_type::now() + d;
+  while (clock_type::now() < until) {
+  }
+}
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now().time_since_epoch()).count();
+}
+
+struct pod {
+  int32_t a;
+  double b;
+  char c[5];
+  bool operator==(const pod&) const = default;
+};
+
+// ---- single values of every type ---------------------------------------------
+
+template <class T>
+void one_type(gas::space& gs, T (*value)(int rank, int i)) {
+  const int me = gs.rank(), n = gs.size();
+  const int right = (me + 1) % n, left = (me + n - 1) % n;
+  auto cells = gas::all_alloc<T>(3);
+  for (int i = 0; i < 3; ++i) gas::write(cells.on(right) + i, value(me, i));
+  gas::barrier();
+  for (int i = 0; i < 3; ++i) {
+    T got = gas::read(cells.on(left) + i);  // what left's left wrote there
+    const int writer = (left + n - 1) % n;
+    CHECK(got == value(writer, i), "read of element %d at rank %d (%zu-byte type)", i, left, sizeof(T));
+    T mine{};
+    std::memcpy(&mine, gs.segment().data() + (cells + i).offset(), sizeof mine);
+    CHECK(mine == value(left, i), "element %d written here by rank %d (%zu-byte type)", i, left, sizeof(T));
+  }
+  gas::barrier();
+}
+
+template <class T>
+T int_value(int rank, int i) {
+  return static_cast<T>(static_cast<int64_t>(rank * 1000003 + i * 77 + 1) * (i % 2 ? -1 : 1));
+}
+
+int scenario_values(gas::space& gs) {
+  one_type<int8_t>(gs, int_value<int8_t>);
+  one_type<uint8_t>(gs, int_value<uint8_t>);
+  one_type<int16_t>(gs, int_value<int16_t>);
+  one_type<int32_t>(gs, int_value<int32_t>);
+  one_type<uint32_t>(gs, int_value<uint32_t>);
+  one_type<int64_t>(gs, [](int r, int i) { return (int64_t{r} << 40) + i * 3 - 7; });
+  one_type<uint64_t>(gs, [](int r, int i) { return ~uint64_t{0} - static_cast<uint64_t>(r * 5 + i); });
+  one_type<float>(gs, [](int r, int i) { return 0.5f * static_cast<float>(r) - static_cast<float>(i); });
+  one_type<double>(gs, [](int r, int i) { return 1e300 / (r + 1) + i; });
+  one_type<pod>(gs, [](int r, int i) { return pod{r, r * 0.25 + i, {'g', 'a', static_cast<char>('0' + i), 's', 0}}; });
+  return failures;
+}
+
+// ---- bulk transfers at odd alignments ----------------------------------------------
+
+int scenario_bulk(gas::space& gs) {
+  const int me = gs.rank(), n = gs.size();
+  const int right = (me + 1) % n, left = (me + n - 1) % n;
+  const size_t sizes[] = {0, 1, 7, 4095, 65536 + 3, (size_t{1} << 20) + 17, 3 << 20};
+  const size_t biggest = (3 << 20) + 64;
+  auto area = gas::all_alloc<std::byte>(biggest);
+  std::vector<std::byte> out(biggest), in(biggest);
+  int round = 0;
+  for (size_t len : sizes) {
+    for (size_t skew : {size_t{0}, size_t{3}, size_t{61}}) {
+      const uint32_t seed = static_cast<uint32_t>(me * 100 + round);
+      // put to the right, at an odd offset, from an odd source address
+      fill(out.data() + skew, len, seed);
+      gas::put(area.on(right) + static_cast<std::ptrdiff_t>(skew), out.data() + skew, len);
+      std::memset(out.data() + skew, 0xee, len);  // put's source may be reused at once
+      gas::sync();
+      gas::barrier();
+      const uint32_t left_seed = static_cast<uint32_t>(left * 100 + round);
+      CHECK(matches(gs.segment().data() + area.offset() + skew, len, left_seed), "put of %zu bytes at +%zu from rank %d",
+            len, skew, left);
+      // get it back from the left neighbour's area (what its left put there), into an odd address
+      std::memset(in.data(), 0, len + 64);
+      gas::get(in.data() + (skew ^ 5), area.on(left) + static_cast<std::ptrdiff_t>(skew), len);
+      gas::sync();
+      const int writer = (left + n - 1) % n;
+      CHECK(matches(in.data() + (skew ^ 5), len, static_cast<uint32_t>(writer * 100 + round)),
+            "get of %zu bytes at +%zu from rank %d", len, skew, left);
+      gas::barrier();
+      ++round;
+    }
+  }
+  return failures;
+}
+
+// ---- stores and their counts ---------------------------------------------------------
+
+int scenario_store(gas::space& gs) {
+  const int me = gs.rank(), n = gs.size();
+  const int right = (me + 1) % n, left = (me + n - 1) % n;
+  // To the right in pieces; the right waits for exactly that many bytes.
+  const size_t piece = 10007, pieces = 40;
+  auto area = gas::all_alloc<std::byte>(piece * pieces);
+  std::vector<std::byte> src(piece);
+  for (size_t k = 0; k < pieces; ++k) {
+    fill(src.data(), piece, static_cast<uint32_t>(me * 1000 + k));
+    gas::store(area.on(right) + static_cast<std::ptrdiff_t>(k * piece), src.data(), piece);
+  }
+  gas::store_sync(piece * pieces);
+  for (size_t k = 0; k < pieces; ++k)
+    CHECK(matches(gs.segment().data() + area.offset() + k * piece, piece, static_cast<uint32_t>(left * 1000 + k)),
+          "stored piece %zu from rank %d", k, left);
+  gas::barrier();
+
+  // Everybody to everybody (itself too), then all_store_sync.
+  auto grid = gas::all_alloc<uint64_t>(static_cast<size_t>(n) * 64);
+  std::vector<uint64_t> row(64);
+  for (int t = 0; t < n; ++t) {
+    for (size_t i = 0; i < row.size(); ++i) row[i] = (uint64_t(me) << 32) + uint64_t(t) * 1000 + i;
+    gas::store(grid.on(t) + me * 64, row.data(), row.size());
+  }
+  gas::all_store_sync();
+  for (int s = 0; s < n; ++s)
+    for (size_t i = 0; i < 64; ++i) {
+      uint64_t v;
+      std::memcpy(&v, gs.segment().data() + (grid + s * 64 + static_cast<std::ptrdiff_t>(i)).offset(), sizeof v);
+      CHECK(v == (uint64_t(s) << 32) + uint64_t(me) * 1000 + i, "all_store_sync: element %zu from rank %d", i, s);
+    }
+  // The counts start again after all_store_sync: one more round with store_sync.
+  auto extra = gas::all_alloc<uint64_t>(1);
+  const uint64_t value = 0xabcdef00u + static_cast<uint64_t>(me);
+  gas::store(extra.on(right), &value, 1);
+  gas::store_sync(sizeof value);
+  uint64_t got;
+  std::memcpy(&got, gs.segment().data() + extra.offset(), sizeof got);
+  CHECK(got == 0xabcdef00u + static_cast<uint64_t>(left), "store after all_store_sync");
+  gas::barrier();
+  return failures;
+}
+
+// ---- no early completion: the other side is busy ---------------------------------------
+
+// Rank 0 works against the last rank, which computes for a while without
+// polling. sync() after a put or get, and store_sync() while the store is
+// late, must not return before the data is there.
+int scenario_late(gas::space& gs) {
+  const int me = gs.rank(), n = gs.size();
+  const int last = n - 1;
+  const size_t len = 300000;
+  auto area = gas::all_alloc<std::byte>(len);
+  auto stamp = gas::all_alloc<int64_t>(1);
+  std::vector<std::byte> buf(len);
+  if (n == 1) return failures;
+  if (me == last) fill(gs.segment().data() + area.offset(), len, 99);
+  gas::barrier();
+  const auto busy = std::chrono::milliseconds(300);
+  // 1. get from a busy target.
+  if (me == last) {
+    compute_for(busy);
+    const int64_t resumed = now_ns();
+    gas::put(stamp.on(0), &resumed, 1);
+  } else if (me == 0) {
+    gas::get(buf.data(), area.on(last), len);
+    gas::sync();
+    CHECK(matches(buf.data(), len, 99), "get from a busy rank");
+  }
+  gas::barrier();
+  // 2. put to a busy target: sync returns after the target took it (over the
+  // network: after it resumed polling).
+  if (me == last) {
+    compute_for(busy);
+    const int64_t resumed = now_ns();
+    gas::put(stamp.on(0), &resumed, 1);
+  } else if (me == 0) {
+    fill(buf.data(), len, 5);
+    gas::put(area.on(last), buf.data(), len);
+    gas::sync();
+    const int64_t synced = now_ns();
+    gas::barrier();
+    int64_t resumed = 0;
+    std::memcpy(&resumed, gs.segment().data() + stamp.offset(), sizeof resumed);
+    // A put into a process of this node is done when put returns; over the
+    // network sync must wait for the target.
+    if (!area.on(last).is_local()) CHECK(synced >= resumed, "sync returned %lld ns before the target took the put", (long long)(resumed - synced));
+  }
+  if (me != 0) gas::barrier();
+  if (me == last) CHECK(matches(gs.segment().data() + area.offset(), len, 5), "put to a busy rank");
+  gas::barrier();
+  // 3. store_sync while the store is late.
+  if (me == 0) {
+    compute_for(busy);
+    fill(buf.data(), len, 77);
+    gas::store(area.on(last), buf.data(), len);
+  } else if (me == last) {
+    gas::store_sync(len);
+    CHECK(matches(gs.segment().data() + area.offset(), len, 77), "store_sync returned before the store landed");
+  }
+  gas::barrier();
+  return failures;
+}
+
+// ---- pointers and allocation ---------------------------------------------------------
+
+int scenario_memory(gas::space& gs) {
+  const int me = gs.rank(), n = gs.size();
+  auto a = gas::all_alloc<int32_t>(10);
+  auto b = gas::all_alloc<double>(3);
+  // Same offsets everywhere.
+  std::vector<uint64_t> mine = {a.offset(), b.offset()}, all(2 * static_cast<size_t>(n));
+  gs.owner().allgather(mine.data(), all.data(), sizeof(uint64_t) * 2);
+  for (int r = 0; r < n; ++r)
+    CHECK(all[2 * r] == a.offset() && all[2 * r + 1] == b.offset(), "all_alloc offsets differ on rank %d", r);
+  CHECK(b.offset() % alignof(double) == 0, "all_alloc alignment");
+  // Arithmetic and comparison.
+  auto p = a + 4;
+  CHECK(p - a == 4 && p > a && (p - 4) == a && (++p - a) == 5, "pointer arithmetic");
+  CHECK(a.on(0) < a.on(n - 1) || n == 1, "ordered by rank first");
+  CHECK(!gas::global_ptr<int>() && gas::global_ptr<int>().is_null(), "default is null");
+  // Own memory: local() and to_global() agree.
+  int32_t* l = a.local();
+  CHECK(gas::to_global(l) == a && gas::to_global(l + 3) == a + 3, "to_global(local())");
+  l[2] = 12345;
+  CHECK(gas::read(a + 2) == 12345, "read of own memory");
+  // Per-process allocation: blocks, reuse after free.
+  auto x = gas::alloc<char>(1000);
+  auto y = gas::alloc<int64_t>(10);
+  CHECK(x.offset() != y.offset() && y.offset() % 8 == 0 && x.rank() == me, "alloc");
+  gas::free(x);
+  auto z = gas::alloc<char>(500);
+  CHECK(z.offset() >= x.offset() && z.offset() < x.offset() + 1000, "alloc reuses freed memory");
+  gas::free(y);
+  gas::free(z);
+  bool threw = false;
+  try {
+    gas::all_alloc<std::byte>(gs.segment().size());
+  } catch (const clump::error&) {
+    threw = true;
+  }
+  CHECK(threw, "all_alloc beyond the segment throws");
+  gas::barrier();
+  return failures;
+}
+
+// ---- bad pointers ----------------------------------------------------------------------
+
+int scenario_errors(gas::space& gs) {
+  const int me = gs.rank(), n = gs.size();
+  auto cell = gas::all_alloc<int64_t>(1);
+  int64_t v = 7;
+  auto expect_error = [&](const char* what, auto&& f, const char* says) {
+    try {
+      f();
+      CHECK(false, "%s did not throw", what);
+    } catch (const clump::error& e) {
+      CHECK(std::strstr(e.what(), says) != nullptr, "%s: the message says \"%s\"", what, e.what());
+    }
+  };
+  expect_error("write through null", [&] { gas::write(gas::global_ptr<int64_t>(), v); }, "null global pointer");
+  expect_error("read of rank n", [&] { (void)gas::read(cell.on(n)); }, "is outside the job");
+  expect_error("put past the segment", [&] { gas::put(cell.on(me) + static_cast<std::ptrdiff_t>(gs.segment().size()), &v, 1); },
+               "outside its segment");
+  expect_error("store over the end", [&] {
+    gas::store(gas::global_ptr<int64_t>(me, gs.segment().size() - 4), &v, 1);
+  }, "outside its segment");
+  expect_error("get of the control line", [&] { gas::get(&v, gas::global_ptr<int64_t>(me, 0), 1); }, "outside its segment");
+  expect_error("to_global of a stack address", [&] { (void)gas::to_global(&v); }, "not inside this process's segment");
+  gas::barrier();
+  // Nothing was written.
+  int64_t here = -1;
+  std::memcpy(&here, gs.segment().data() + cell.offset(), sizeof here);
+  CHECK(here == 0, "a refused write changed memory (%lld)", (long long)here);
+  return failures;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: gas_conformance values|bulk|store|late|memory|errors\n");
+    return 2;
+  }
+  const std::string what = argv[1];
+  clump::runtime rt;
+  my_rank = rt.rank();
+  gas::space gs(rt);
+  int failed = 0;
+  if (what == "values") failed = scenario_values(gs);
+  else if (what == "bulk") failed = scenario_bulk(gs);
+  else if (what == "store") failed = scenario_store(gs);
+  else if (what == "late") failed = scenario_late(gs);
+  else if (what == "memory") failed = scenario_memory(gs);
+  else if (what == "errors") failed = scenario_errors(gs);
+  else {
+    std::fprintf(stderr, "unknown scenario %s\n", what.c_str());
+    return 2;
+  }
+  if (failed) {
+    std::fprintf(stderr, "rank %d: %s: %d checks failed\n", my_rank, what.c_str(), failed);
+    return 1;
+  }
+  std::printf("rank %d: %s passed\n", my_rank, what.c_str());
+  return 0;
+}
