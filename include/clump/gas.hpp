@@ -33,6 +33,7 @@
 #include <clump/status.hpp>
 
 #include <compare>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -248,6 +249,67 @@ void all_store_sync();
 /// Collective: every rank has arrived (and every put and get of this process
 /// has completed).
 void barrier();
+
+// ---- atomics -----------------------------------------------------------------------
+
+/// The read-modify-write operations of the remote atomics.
+enum class atomic_op : uint32_t { add, bit_and, bit_or, bit_xor, min, max, swap, compare_swap };
+
+/// The types the remote atomics take.
+template <class T>
+concept atomic_word = std::same_as<T, int32_t> || std::same_as<T, uint32_t> || std::same_as<T, int64_t> ||
+                      std::same_as<T, uint64_t>;
+
+namespace detail {
+uint64_t atomic_bytes(atomic_op op, int rank, uint64_t offset, unsigned width, bool is_signed, uint64_t operand,
+                      uint64_t desired);
+}
+
+/// Applies `op` with `operand` to the word at `p` atomically and returns the
+/// value it had before. Atomic with respect to every atomic on that word
+/// from any rank (same-node ranks use hardware atomics on the shared segment,
+/// others are served by the owner). `p` must be aligned to sizeof(T).
+template <atomic_word T>
+T fetch_op(atomic_op op, global_ptr<T> p, T operand) {
+  return static_cast<T>(detail::atomic_bytes(op, p.rank(), p.offset(), sizeof(T), std::is_signed_v<T>,
+                                             static_cast<uint64_t>(operand), 0));
+}
+template <atomic_word T> T fetch_add(global_ptr<T> p, std::type_identity_t<T> v) { return fetch_op(atomic_op::add, p, v); }
+template <atomic_word T> T fetch_and(global_ptr<T> p, std::type_identity_t<T> v) { return fetch_op(atomic_op::bit_and, p, v); }
+template <atomic_word T> T fetch_or(global_ptr<T> p, std::type_identity_t<T> v) { return fetch_op(atomic_op::bit_or, p, v); }
+template <atomic_word T> T fetch_xor(global_ptr<T> p, std::type_identity_t<T> v) { return fetch_op(atomic_op::bit_xor, p, v); }
+template <atomic_word T> T fetch_min(global_ptr<T> p, std::type_identity_t<T> v) { return fetch_op(atomic_op::min, p, v); }
+template <atomic_word T> T fetch_max(global_ptr<T> p, std::type_identity_t<T> v) { return fetch_op(atomic_op::max, p, v); }
+template <atomic_word T> T swap(global_ptr<T> p, std::type_identity_t<T> v) { return fetch_op(atomic_op::swap, p, v); }
+/// Stores `desired` if the word equals `expected`; returns the value it had.
+template <atomic_word T>
+T compare_swap(global_ptr<T> p, std::type_identity_t<T> expected, std::type_identity_t<T> desired) {
+  return static_cast<T>(detail::atomic_bytes(atomic_op::compare_swap, p.rank(), p.offset(), sizeof(T),
+                                             std::is_signed_v<T>, static_cast<uint64_t>(expected),
+                                             static_cast<uint64_t>(desired)));
+}
+
+/// An atomic procedure: runs at the owner of `target` (or, on the same node,
+/// in the caller under the owner's lock), atomically with respect to every
+/// other atomic procedure and remote atomic on that rank, and returns a value.
+/// It gets the target's memory and the caller's argument.
+using atomic_procedure_fn = uint64_t (*)(std::byte* target, uint64_t argument);
+
+/// Collective: registers `fn` under the same number on every rank (ranks
+/// register the same procedures in the same order). From then on the remote
+/// atomics on every rank take the rank's lock too.
+int register_atomic_procedure(atomic_procedure_fn fn);
+
+namespace detail {
+uint64_t call_bytes(int procedure, int rank, uint64_t offset, size_t bytes, uint64_t argument);
+}
+
+/// Runs procedure `procedure` on the `n` elements at `target`, atomically,
+/// and returns what it returned.
+template <class T>
+uint64_t call_atomic(int procedure, global_ptr<T> target, uint64_t argument, size_t n = 1) {
+  return detail::call_bytes(procedure, target.rank(), target.offset(), n * sizeof(T), argument);
+}
 
 /// Runs the handlers of pending messages (for use inside computation loops).
 void poll();

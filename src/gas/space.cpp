@@ -22,6 +22,7 @@
 
 #include <clump/gas.hpp>
 
+#include <sched.h>
 #include <sys/random.h>
 
 #include <algorithm>
@@ -42,7 +43,65 @@ space* current_space = nullptr;
 
 struct control_line {
   std::atomic<uint64_t> stored;  // bytes stored into this process, ever
+  std::atomic<uint32_t> lock;    // held by atomic procedures (and, once there are any, by every atomic)
 };
+
+// The process's lock, in its control line: taken by whoever runs an atomic
+// procedure on its memory (the owner's handler or a process of the node).
+class lock_guard {
+ public:
+  explicit lock_guard(control_line* c) : c_(c) {
+    if (!c_) return;
+    for (unsigned spins = 0; c_->lock.exchange(1, std::memory_order_acquire) != 0; ++spins)
+      if (spins > 64) sched_yield();
+  }
+  ~lock_guard() {
+    if (c_) c_->lock.store(0, std::memory_order_release);
+  }
+  lock_guard(const lock_guard&) = delete;
+  lock_guard& operator=(const lock_guard&) = delete;
+
+ private:
+  control_line* c_;
+};
+
+template <class T>
+T apply(T* word, atomic_op op, T a, T b) {
+  std::atomic_ref<T> w(*word);
+  switch (op) {
+    case atomic_op::add: return w.fetch_add(a, std::memory_order_acq_rel);
+    case atomic_op::bit_and: return w.fetch_and(a, std::memory_order_acq_rel);
+    case atomic_op::bit_or: return w.fetch_or(a, std::memory_order_acq_rel);
+    case atomic_op::bit_xor: return w.fetch_xor(a, std::memory_order_acq_rel);
+    case atomic_op::swap: return w.exchange(a, std::memory_order_acq_rel);
+    case atomic_op::compare_swap: {
+      T expected = a;
+      w.compare_exchange_strong(expected, b, std::memory_order_acq_rel);
+      return expected;  // the old value either way
+    }
+    case atomic_op::min:
+    case atomic_op::max: {
+      T old = w.load(std::memory_order_relaxed);
+      while ((op == atomic_op::min ? a < old : a > old) &&
+             !w.compare_exchange_weak(old, a, std::memory_order_acq_rel)) {
+      }
+      return old;
+    }
+  }
+  return 0;
+}
+
+uint64_t apply_word(std::byte* at, atomic_op op, unsigned width, bool is_signed, uint64_t a, uint64_t b) {
+  if (width == 4) {
+    if (is_signed)
+      return static_cast<uint64_t>(static_cast<int64_t>(apply(reinterpret_cast<int32_t*>(at), op,
+                                                               static_cast<int32_t>(a), static_cast<int32_t>(b))));
+    return apply(reinterpret_cast<uint32_t*>(at), op, static_cast<uint32_t>(a), static_cast<uint32_t>(b));
+  }
+  if (is_signed)
+    return static_cast<uint64_t>(apply(reinterpret_cast<int64_t*>(at), op, static_cast<int64_t>(a), static_cast<int64_t>(b)));
+  return apply(reinterpret_cast<uint64_t*>(at), op, a, b);
+}
 static_assert(sizeof(control_line) <= line);
 
 [[noreturn]] void fail(const std::string& what, const std::string& why) {
@@ -74,7 +133,16 @@ struct space::impl {
   std::vector<uint64_t> stored_to;     // bytes this process stored to each rank, ever
   uint64_t consumed = 0;               // of our stored count, what store_sync took
 
+  // Atomics: the answer of the one atomic in flight (they block), the
+  // procedures, and whether atomics take the lock (once there are procedures).
+  uint64_t atomic_result = 0;
+  std::vector<atomic_procedure_fn> procedures;
+  bool locked_atomics = false;
+
   // Handlers.
+  reply_handler<uint64_t> atomic_ans{};
+  request_handler<uint32_t, uint32_t, uint64_t, uint64_t, uint64_t> atomic_req{};
+  request_handler<uint32_t, uint64_t, uint64_t, uint64_t> call_req{};
   reply_handler<> put_ack{};
   request_handler<uint64_t, uint32_t, uint64_t> get_req{};
   payload_reply_handler<uint64_t> get_data{};
@@ -82,6 +150,7 @@ struct space::impl {
   payload_request_handler<> store_req{};
 
   control_line& control() const { return *reinterpret_cast<control_line*>(seg.data()); }
+  control_line* control_of(int r) const { return reinterpret_cast<control_line*>(base[static_cast<size_t>(r)]); }
 
   void check(int r, uint64_t offset, size_t bytes, const char* what) const {
     if (r < 0 || r >= size) {
@@ -126,6 +195,25 @@ space::space(runtime& rt, size_t segment_bytes) : impl_(std::make_unique<impl>(r
   m.get_data = m.ep.on_reply([&m](token&, std::span<const std::byte> p, uint64_t where) {
     std::memcpy(reinterpret_cast<void*>(static_cast<uintptr_t>(where)), p.data(), p.size());
     --m.pending;
+  });
+  m.atomic_ans = m.ep.on_reply([&m](token&, uint64_t old) {
+    m.atomic_result = old;
+    --m.pending;
+  });
+  m.atomic_req = m.ep.on_request([&m](token& t, uint32_t op, uint32_t shape, uint64_t offset, uint64_t a, uint64_t b) {
+    const unsigned width = shape & 0xffu;
+    if ((width != 4 && width != 8) || offset % width || offset < line || offset > m.seg_len - width) return;
+    lock_guard g(m.locked_atomics ? &m.control() : nullptr);
+    (void)t.reply(m.atomic_ans, apply_word(m.seg.data() + offset, static_cast<atomic_op>(op), width, shape >> 8, a, b));
+  });
+  m.call_req = m.ep.on_request([&m](token& t, uint32_t procedure, uint64_t offset, uint64_t bytes, uint64_t argument) {
+    if (procedure >= m.procedures.size() || offset < line || offset > m.seg_len || bytes > m.seg_len - offset) return;
+    uint64_t r;
+    {
+      lock_guard g(&m.control());
+      r = m.procedures[procedure](m.seg.data() + offset, argument);
+    }
+    (void)t.reply(m.atomic_ans, r);
   });
   m.get_req = m.ep.on_request([&m](token& t, uint64_t offset, uint32_t length, uint64_t where) {
     // Checked by the sender; checked again here, where it matters.
@@ -321,7 +409,56 @@ void store_bytes(int rank, uint64_t offset, const void* src, size_t bytes) {
          "gas::store");
 }
 
+uint64_t atomic_bytes(atomic_op op, int rank, uint64_t offset, unsigned width, bool is_signed, uint64_t operand,
+                      uint64_t desired) {
+  space::impl& m = space::current().internals();
+  m.check(rank, offset, width, "gas atomic");
+  if (offset % width)
+    throw error(status::bad_arg, "gas atomic",
+                "the word at offset " + std::to_string(offset) + " is not aligned to its " + std::to_string(width) +
+                    " bytes");
+  if (std::byte* b = m.base[static_cast<size_t>(rank)]) {
+    lock_guard g(m.locked_atomics ? m.control_of(rank) : nullptr);
+    return apply_word(b + offset, op, width, is_signed, operand, desired);
+  }
+  ++m.pending;
+  m.sent(m.ep.request(rank, m.atomic_req, static_cast<uint32_t>(op), width | (is_signed ? 0x100u : 0u), offset, operand,
+                      desired),
+         "gas atomic");
+  m.wait_pending();
+  const uint64_t r = m.atomic_result;
+  // Sign-extend a 32-bit answer of a signed type, as the local path does.
+  return width == 4 && is_signed ? static_cast<uint64_t>(static_cast<int64_t>(static_cast<int32_t>(r))) : r;
+}
+
+uint64_t call_bytes(int procedure, int rank, uint64_t offset, size_t bytes, uint64_t argument) {
+  space::impl& m = space::current().internals();
+  m.check(rank, offset, bytes, "gas::call_atomic");
+  if (procedure < 0 || static_cast<size_t>(procedure) >= m.procedures.size())
+    throw error(status::bad_arg, "gas::call_atomic", "no atomic procedure " + std::to_string(procedure));
+  if (std::byte* b = m.base[static_cast<size_t>(rank)]) {
+    lock_guard g(m.control_of(rank));
+    return m.procedures[static_cast<size_t>(procedure)](b + offset, argument);
+  }
+  ++m.pending;
+  m.sent(m.ep.request(rank, m.call_req, static_cast<uint32_t>(procedure), offset, static_cast<uint64_t>(bytes), argument),
+         "gas::call_atomic");
+  m.wait_pending();
+  return m.atomic_result;
+}
+
 }  // namespace detail
+
+int register_atomic_procedure(atomic_procedure_fn fn) {
+  space::impl& m = space::current().internals();
+  if (!fn) throw error(status::bad_arg, "gas::register_atomic_procedure", "null function");
+  m.procedures.push_back(fn);
+  m.locked_atomics = true;
+  // Every rank takes the lock from here on before anyone runs a procedure.
+  m.wait_pending();
+  m.rt.barrier();
+  return static_cast<int>(m.procedures.size() - 1);
+}
 
 // ---- completion ----------------------------------------------------------------
 

@@ -7,6 +7,7 @@
 #include <clump/clump.hpp>
 #include <clump/gas.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -315,11 +316,109 @@ int scenario_errors(gas::space& gs) {
   return failures;
 }
 
+// ---- atomics under contention from every rank ------------------------------------------
+
+// An atomic procedure: appends `argument` to the list at `target` (a count,
+// then the items) and returns its index.
+uint64_t push(std::byte* target, uint64_t argument) {
+  uint64_t count;
+  std::memcpy(&count, target, sizeof count);
+  std::memcpy(target + 8 + count * 8, &argument, sizeof argument);
+  ++count;
+  std::memcpy(target, &count, sizeof count);
+  return count - 1;
+}
+
+int scenario_atomics(gas::space& gs) {
+  const int me = gs.rank(), n = gs.size();
+  const int k = 400;
+  auto words = gas::all_alloc<int64_t>(4);
+  auto small = gas::all_alloc<int32_t>(4);
+  auto bits = gas::all_alloc<uint64_t>(2);
+  auto cas = gas::all_alloc<uint32_t>(1);
+  // Every rank works on rank 0's words (and the last rank's, for 32-bit).
+  const int home = 0, home32 = n - 1;
+  std::vector<int64_t> olds;
+  for (int i = 0; i < k; ++i) olds.push_back(gas::fetch_add(words.on(home), int64_t{1}));
+  for (int i = 0; i < k; ++i) (void)gas::fetch_add(words.on(home) + 1, int64_t{me + 1});
+  (void)gas::fetch_min(small.on(home32), int32_t{-1000 * me - 7});
+  (void)gas::fetch_max(small.on(home32) + 1, int32_t{1000 * me + 7});
+  (void)gas::fetch_or(bits.on(home), uint64_t{1} << me);
+  (void)gas::fetch_xor(bits.on(home) + 1, uint64_t{1} << me);
+  (void)gas::fetch_xor(bits.on(home) + 1, uint64_t{3} << (2 * me));
+  // A counter made of compare_swap loops.
+  for (int i = 0; i < k; ++i) {
+    uint32_t seen = gas::read(cas.on(home32));
+    for (uint32_t old; (old = gas::compare_swap(cas.on(home32), seen, seen + 1)) != seen;) seen = old;
+  }
+  const int64_t swapped = gas::swap(words.on(home) + 2, int64_t{me + 100});
+  gas::barrier();
+  // fetch_add's old values: every one of 0 .. n*k-1 exactly once.
+  std::vector<int64_t> all(static_cast<size_t>(n * k));
+  gs.owner().allgather(olds.data(), all.data(), sizeof(int64_t) * static_cast<size_t>(k));
+  std::vector<bool> seen(static_cast<size_t>(n * k), false);
+  bool unique = true;
+  for (int64_t v : all) {
+    if (v < 0 || v >= n * k || seen[static_cast<size_t>(v)]) unique = false;
+    else seen[static_cast<size_t>(v)] = true;
+  }
+  CHECK(unique, "fetch_add returned every old value once");
+  CHECK(gas::read(words.on(home)) == n * k, "fetch_add total");
+  CHECK(gas::read(words.on(home) + 1) == int64_t{k} * n * (n + 1) / 2, "weighted fetch_add total");
+  CHECK(gas::read(small.on(home32)) == -1000 * (n - 1) - 7, "fetch_min %d", gas::read(small.on(home32)));
+  CHECK(gas::read(small.on(home32) + 1) == 1000 * (n - 1) + 7, "fetch_max");
+  CHECK(gas::read(bits.on(home)) == (n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1), "fetch_or");
+  uint64_t x = 0;
+  for (int r = 0; r < n; ++r) x ^= (uint64_t{1} << r) ^ (uint64_t{3} << (2 * r));
+  CHECK(gas::read(bits.on(home) + 1) == x, "fetch_xor");
+  CHECK(gas::read(cas.on(home32)) == static_cast<uint32_t>(n * k), "compare_swap counter");
+  // swap: the old values and the final one are 0 (the start) and every rank's value, once each.
+  std::vector<int64_t> swaps(static_cast<size_t>(n));
+  gs.owner().allgather(&swapped, swaps.data(), sizeof swapped);
+  swaps.push_back(gas::read(words.on(home) + 2));
+  std::sort(swaps.begin(), swaps.end());
+  std::vector<int64_t> want{0};
+  for (int r = 0; r < n; ++r) want.push_back(r + 100);
+  CHECK(swaps == want, "swap chain");
+  // fetch_and clears what or set; a misaligned word is refused.
+  gas::barrier();
+  (void)gas::fetch_and(bits.on(home), ~(uint64_t{1} << me));
+  gas::barrier();
+  CHECK(gas::read(bits.on(home)) == 0, "fetch_and");
+  bool threw = false;
+  try {
+    (void)gas::fetch_add((words.on(home).cast<std::byte>() + 4).cast<int64_t>(), int64_t{1});
+  } catch (const clump::error& e) {
+    threw = std::strstr(e.what(), "not aligned") != nullptr;
+  }
+  CHECK(threw, "a misaligned atomic is refused");
+
+  // An atomic procedure, under contention, beside plain atomics on the same rank.
+  const int proc = gas::register_atomic_procedure(&push);
+  auto list = gas::all_alloc<uint64_t>(1 + static_cast<size_t>(n * k));
+  std::vector<uint64_t> index;
+  for (int i = 0; i < k; ++i) index.push_back(gas::call_atomic(proc, list.on(home), uint64_t(me) * 100000 + i));
+  for (int i = 0; i < k; ++i) (void)gas::fetch_add(words.on(home) + 3, int64_t{1});
+  gas::barrier();
+  CHECK(gas::read(list.on(home)) == static_cast<uint64_t>(n * k), "procedure count");
+  std::vector<uint64_t> items(static_cast<size_t>(n * k));
+  gas::get(items.data(), list.on(home) + 1, items.size());
+  gas::sync();
+  std::sort(items.begin(), items.end());
+  bool all_there = true;
+  for (int r = 0; r < n; ++r)
+    for (int i = 0; i < k; ++i) all_there &= items[static_cast<size_t>(r * k + i)] == uint64_t(r) * 100000 + i;
+  CHECK(all_there, "every pushed item once");
+  CHECK(gas::read(words.on(home) + 3) == n * k, "plain atomics beside procedures");
+  gas::barrier();
+  return failures;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: gas_conformance values|bulk|store|late|memory|errors\n");
+    std::fprintf(stderr, "usage: gas_conformance values|bulk|store|late|memory|errors|atomics\n");
     return 2;
   }
   const std::string what = argv[1];
@@ -333,6 +432,7 @@ int main(int argc, char** argv) {
   else if (what == "late") failed = scenario_late(gs);
   else if (what == "memory") failed = scenario_memory(gs);
   else if (what == "errors") failed = scenario_errors(gs);
+  else if (what == "atomics") failed = scenario_atomics(gs);
   else {
     std::fprintf(stderr, "unknown scenario %s\n", what.c_str());
     return 2;

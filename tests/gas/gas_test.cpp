@@ -65,6 +65,7 @@ TEST_P(gas_suite, stores_are_counted_and_all_store_sync_sees_every_one) { EXPECT
 TEST_P(gas_suite, sync_and_store_sync_never_return_before_the_data_is_there) { EXPECT_GAS_OK(run("late")); }
 TEST_P(gas_suite, symmetric_and_private_allocation_and_pointer_arithmetic) { EXPECT_GAS_OK(run("memory")); }
 TEST_P(gas_suite, bad_pointers_are_refused_with_the_reason_and_write_nothing) { EXPECT_GAS_OK(run("errors")); }
+TEST_P(gas_suite, atomics_and_atomic_procedures_under_contention_are_exact) { EXPECT_GAS_OK(run("atomics")); }
 
 INSTANTIATE_TEST_SUITE_P(layouts, gas_suite, ::testing::ValuesIn(setups),
                          [](const ::testing::TestParamInfo<setup>& i) { return std::string(i.param.name); });
