@@ -36,9 +36,12 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <functional>
 #include <memory>
 #include <span>
 #include <type_traits>
+#include <vector>
 
 namespace clump::gas {
 
@@ -247,8 +250,98 @@ void store_sync(size_t bytes);
 void all_store_sync();
 
 /// Collective: every rank has arrived (and every put and get of this process
-/// has completed).
+/// has completed). A dissemination barrier: log2(P) rounds of signals, flags
+/// in shared memory inside a node, short messages between nodes.
 void barrier();
+
+// ---- collectives -------------------------------------------------------------------
+// Every rank calls the same collectives in the same order. They stage data
+// in a temporary symmetric area of the segment, so a collective needs that
+// much room free in every segment.
+
+namespace detail {
+void broadcast_bytes(void* data, size_t bytes, int root);
+void all_gather_bytes(const void* mine, void* all, size_t bytes);
+void all_to_all_bytes(const void* src, void* dst, size_t bytes);
+void all_to_all_v_bytes(const void* src, const uint64_t* send_bytes, std::vector<std::byte>& out,
+                        std::vector<uint64_t>& recv_bytes);
+}  // namespace detail
+
+/// `n` elements at `data` on `root` are copied to `data` on every rank (a binomial tree).
+template <class T>
+void broadcast(T* data, size_t n, int root) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  detail::broadcast_bytes(data, n * sizeof(T), root);
+}
+
+/// Rank r's `n` elements at `mine` land at `all + r * n` on every rank.
+template <class T>
+void all_gather(const T* mine, T* all, size_t n = 1) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  detail::all_gather_bytes(mine, all, n * sizeof(T));
+}
+
+/// Elements `src + t * n` (n of them) go to rank t, which finds them at `dst + r * n` (r: the sender).
+template <class T>
+void all_to_all(const T* src, T* dst, size_t n = 1) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  detail::all_to_all_bytes(src, dst, n * sizeof(T));
+}
+
+/// Variable sizes: `src` holds counts[0] elements for rank 0, then counts[1]
+/// for rank 1, ... Returns what every rank sent here, in rank order; with
+/// `received`, also how many came from each rank.
+template <class T>
+std::vector<T> all_to_all_v(std::span<const T> src, std::span<const size_t> counts,
+                            std::vector<size_t>* received = nullptr) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  std::vector<uint64_t> send_bytes(counts.size()), recv_bytes;
+  for (size_t i = 0; i < counts.size(); ++i) send_bytes[i] = counts[i] * sizeof(T);
+  if (counts.size() != static_cast<size_t>(space::current().size()))
+    throw error(status::bad_arg, "gas::all_to_all_v", "give one count per rank");
+  std::vector<std::byte> out;
+  detail::all_to_all_v_bytes(src.data(), send_bytes.data(), out, recv_bytes);
+  std::vector<T> result(out.size() / sizeof(T));
+  if (!out.empty()) std::memcpy(result.data(), out.data(), out.size());
+  if (received) {
+    received->clear();
+    for (uint64_t b : recv_bytes) received->push_back(static_cast<size_t>(b / sizeof(T)));
+  }
+  return result;
+}
+
+/// The smaller and the larger of two values, as reduction operations.
+template <class T = void>
+struct minimum {
+  constexpr T operator()(const T& a, const T& b) const { return b < a ? b : a; }
+};
+template <class T = void>
+struct maximum {
+  constexpr T operator()(const T& a, const T& b) const { return a < b ? b : a; }
+};
+
+/// Every rank's `n` elements at `data` combined element by element with
+/// `op`, in rank order (so the result is the same on every rank, floating
+/// point included), left at `data` on every rank.
+template <class T, class Op = std::plus<T>>
+void all_reduce(T* data, size_t n, Op op = {}) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  const size_t p = static_cast<size_t>(space::current().size());
+  std::vector<T> all(n * p);
+  detail::all_gather_bytes(data, all.data(), n * sizeof(T));
+  for (size_t i = 0; i < n; ++i) {
+    T acc = all[i];
+    for (size_t r = 1; r < p; ++r) acc = op(acc, all[r * n + i]);
+    data[i] = acc;
+  }
+}
+
+/// As all_reduce, but only `root` is sure to get the result.
+template <class T, class Op = std::plus<T>>
+void reduce(T* data, size_t n, int root, Op op = {}) {
+  (void)root;
+  all_reduce(data, n, op);
+}
 
 // ---- atomics -----------------------------------------------------------------------
 

@@ -5,9 +5,10 @@
 // with a segment in shared memory: the process's share of global memory.
 // Offsets in global pointers are offsets into these segments.
 //
-// Segment layout: the first cache line is the control line (the count of
+// Segment layout: the first 512 bytes are the control area (the count of
 // bytes stored into this process, which processes of the node add to
-// directly); symmetric allocations (all_alloc) grow up from the next line,
+// directly, the lock of atomic procedures, the collectives' signal flags);
+// symmetric allocations (all_alloc) grow up from there,
 // this process's own (alloc) grow down from the end.
 //
 // A place on a process of this node is reached with plain memory operations
@@ -39,11 +40,17 @@ namespace clump::gas {
 namespace {
 
 constexpr size_t line = 64;
+/// The control area at the start of every segment (control_line, padded).
+constexpr size_t control_bytes = 512;
+/// Signal slots of the collectives: dissemination rounds, then one per tree role.
+constexpr unsigned barrier_slots = 32, bcast_slot = 32, slot_count = 34;
 space* current_space = nullptr;
 
 struct control_line {
   std::atomic<uint64_t> stored;  // bytes stored into this process, ever
   std::atomic<uint32_t> lock;    // held by atomic procedures (and, once there are any, by every atomic)
+  std::atomic<uint64_t> expected;  // bytes all_store_sync says are on their way here, ever
+  std::atomic<uint64_t> signal[slot_count];  // the collectives' flags: the newest epoch signalled
 };
 
 // The process's lock, in its control line: taken by whoever runs an atomic
@@ -102,7 +109,7 @@ uint64_t apply_word(std::byte* at, atomic_op op, unsigned width, bool is_signed,
     return static_cast<uint64_t>(apply(reinterpret_cast<int64_t*>(at), op, static_cast<int64_t>(a), static_cast<int64_t>(b)));
   return apply(reinterpret_cast<uint64_t*>(at), op, a, b);
 }
-static_assert(sizeof(control_line) <= line);
+static_assert(sizeof(control_line) <= control_bytes);
 
 [[noreturn]] void fail(const std::string& what, const std::string& why) {
   throw error(status::bad_arg, what, why);
@@ -123,7 +130,7 @@ struct space::impl {
   size_t seg_len = 0;            // every rank's (they are equal)
 
   // Allocation.
-  uint64_t sym_top = line;        // symmetric allocations end here
+  uint64_t sym_top = control_bytes;        // symmetric allocations end here
   uint64_t own_floor = 0;         // this process's allocations start here
   std::map<uint64_t, size_t> own_blocks;  // offset -> bytes, of alloc()
   std::map<uint64_t, size_t> own_free;    // freed blocks above own_floor
@@ -131,6 +138,8 @@ struct space::impl {
   // Completion.
   uint64_t pending = 0;                // puts and get pieces not yet completed
   std::vector<uint64_t> stored_to;     // bytes this process stored to each rank, ever
+  std::vector<uint64_t> announced_to;  // of those, what all_store_sync has announced to the rank
+  uint64_t epoch = 0;                  // collectives so far (the same on every rank)
   uint64_t consumed = 0;               // of our stored count, what store_sync took
 
   // Atomics: the answer of the one atomic in flight (they block), the
@@ -140,6 +149,9 @@ struct space::impl {
   bool locked_atomics = false;
 
   // Handlers.
+  request_handler<uint32_t, uint64_t> signal_req{};
+  request_handler<uint64_t> expect_req{};
+  reply_handler<> expect_ack{};
   reply_handler<uint64_t> atomic_ans{};
   request_handler<uint32_t, uint32_t, uint64_t, uint64_t, uint64_t> atomic_req{};
   request_handler<uint32_t, uint64_t, uint64_t, uint64_t> call_req{};
@@ -157,14 +169,59 @@ struct space::impl {
       if (r == -1) fail(what, "null global pointer");
       fail(what, "rank " + std::to_string(r) + " is outside the job (0.." + std::to_string(size - 1) + ")");
     }
-    if (offset < line || offset > seg_len || bytes > seg_len - offset)
+    if (offset < control_bytes || offset > seg_len || bytes > seg_len - offset)
       fail(what, "bytes [" + std::to_string(offset) + ", " + std::to_string(offset + bytes) + ") of rank " +
-                     std::to_string(r) + " lie outside its segment [" + std::to_string(line) + ", " +
+                     std::to_string(r) + " lie outside its segment [" + std::to_string(control_bytes) + ", " +
                      std::to_string(seg_len) + ")");
   }
 
   void wait_pending() {
     rt.wait_until([&] { return pending == 0; });
+  }
+
+  // Waits for something that processes of this node may change with a plain
+  // atomic (no message, so nothing would wake a sleeper): polls and yields.
+  template <class Pred>
+  void spin_until(Pred&& done) {
+    for (unsigned spins = 0; !done(); ++spins)
+      if (rt.bundle().poll() == 0 && spins > 256) sched_yield();
+  }
+
+  // Raises rank r's flag `slot` to at least `value`.
+  void signal(int r, unsigned slot, uint64_t value) {
+    if (control_line* c = control_of(r)) {
+      raise(c->signal[slot], value);
+      return;
+    }
+    sent(ep.request(r, signal_req, slot, value), "gas collective");
+  }
+  static void raise(std::atomic<uint64_t>& flag, uint64_t value) {
+    uint64_t old = flag.load(std::memory_order_relaxed);
+    while (old < value && !flag.compare_exchange_weak(old, value, std::memory_order_acq_rel)) {
+    }
+  }
+  void wait_signal(unsigned slot, uint64_t value) {
+    spin_until([&] { return control().signal[slot].load(std::memory_order_acquire) >= value; });
+  }
+
+  // A dissemination barrier: in round k, signal rank + 2^k and wait for rank - 2^k.
+  void barrier() {
+    wait_pending();
+    const uint64_t e = ++epoch;
+    for (unsigned k = 0, d = 1; static_cast<int>(d) < size; ++k, d <<= 1) {
+      signal((rank + static_cast<int>(d)) % size, k, e);
+      wait_signal(k, e);
+    }
+  }
+
+  // A temporary symmetric area for a collective (every rank takes the same).
+  uint64_t scratch(size_t bytes, const char* what) {
+    const uint64_t at = align_up(sym_top, line);
+    if (at > own_floor || bytes > own_floor - at)
+      throw error(status::resource, what,
+                  std::to_string(bytes) + " bytes of staging do not fit in the segment's free space (CLUMP_GAS_SEGMENT)");
+    sym_top = at + bytes;
+    return at;
   }
 
   // A blocking send that must not fail quietly: a status other than ok means
@@ -180,12 +237,13 @@ space::space(runtime& rt, size_t segment_bytes) : impl_(std::make_unique<impl>(r
   m.rank = rt.rank();
   m.size = rt.size();
   size_t bytes = segment_bytes ? segment_bytes : core::settings().gas_segment;
-  bytes = std::max<size_t>(align_up(bytes, line), 2 * line);
+  bytes = std::max<size_t>(align_up(bytes, line), control_bytes + line);
   m.seg = m.ep.allocate_segment(bytes);
   m.seg_len = m.seg.size();
   new (m.seg.data()) control_line{};
   m.own_floor = m.seg_len;
   m.stored_to.assign(static_cast<size_t>(m.size), 0);
+  m.announced_to.assign(static_cast<size_t>(m.size), 0);
 
   m.put_ack = m.ep.on_reply([&m](token&) { --m.pending; });
   m.put_req = m.ep.on_request([&m](token& t, std::span<const std::byte>) { (void)t.reply(m.put_ack); });
@@ -196,18 +254,26 @@ space::space(runtime& rt, size_t segment_bytes) : impl_(std::make_unique<impl>(r
     std::memcpy(reinterpret_cast<void*>(static_cast<uintptr_t>(where)), p.data(), p.size());
     --m.pending;
   });
+  m.signal_req = m.ep.on_request([&m](token&, uint32_t slot, uint64_t value) {
+    if (slot < slot_count) impl::raise(m.control().signal[slot], value);
+  });
+  m.expect_ack = m.ep.on_reply([&m](token&) { --m.pending; });
+  m.expect_req = m.ep.on_request([&m](token& t, uint64_t bytes) {
+    m.control().expected.fetch_add(bytes, std::memory_order_acq_rel);
+    (void)t.reply(m.expect_ack);
+  });
   m.atomic_ans = m.ep.on_reply([&m](token&, uint64_t old) {
     m.atomic_result = old;
     --m.pending;
   });
   m.atomic_req = m.ep.on_request([&m](token& t, uint32_t op, uint32_t shape, uint64_t offset, uint64_t a, uint64_t b) {
     const unsigned width = shape & 0xffu;
-    if ((width != 4 && width != 8) || offset % width || offset < line || offset > m.seg_len - width) return;
+    if ((width != 4 && width != 8) || offset % width || offset < control_bytes || offset > m.seg_len - width) return;
     lock_guard g(m.locked_atomics ? &m.control() : nullptr);
     (void)t.reply(m.atomic_ans, apply_word(m.seg.data() + offset, static_cast<atomic_op>(op), width, shape >> 8, a, b));
   });
   m.call_req = m.ep.on_request([&m](token& t, uint32_t procedure, uint64_t offset, uint64_t bytes, uint64_t argument) {
-    if (procedure >= m.procedures.size() || offset < line || offset > m.seg_len || bytes > m.seg_len - offset) return;
+    if (procedure >= m.procedures.size() || offset < control_bytes || offset > m.seg_len || bytes > m.seg_len - offset) return;
     uint64_t r;
     {
       lock_guard g(&m.control());
@@ -359,7 +425,7 @@ void* local_address(int rank, uint64_t offset, size_t bytes) {
 uint64_t to_offset(const void* p, size_t bytes) {
   space::impl& m = space::current().internals();
   const auto* b = static_cast<const std::byte*>(p);
-  if (b < m.seg.data() + line || b > m.seg.data() + m.seg_len || bytes > static_cast<size_t>(m.seg.data() + m.seg_len - b))
+  if (b < m.seg.data() + control_bytes || b > m.seg.data() + m.seg_len || bytes > static_cast<size_t>(m.seg.data() + m.seg_len - b))
     throw error(status::bad_arg, "gas::to_global", "the pointer is not inside this process's segment");
   return static_cast<uint64_t>(b - m.seg.data());
 }
@@ -455,8 +521,7 @@ int register_atomic_procedure(atomic_procedure_fn fn) {
   m.procedures.push_back(fn);
   m.locked_atomics = true;
   // Every rank takes the lock from here on before anyone runs a procedure.
-  m.wait_pending();
-  m.rt.barrier();
+  m.barrier();
   return static_cast<int>(m.procedures.size() - 1);
 }
 
@@ -467,30 +532,130 @@ void sync() { space::current().internals().wait_pending(); }
 void store_sync(size_t bytes) {
   space::impl& m = space::current().internals();
   const uint64_t want = m.consumed + bytes;
-  m.rt.wait_until([&] { return m.control().stored.load(std::memory_order_acquire) >= want; });
+  m.spin_until([&] { return m.control().stored.load(std::memory_order_acquire) >= want; });
   m.consumed = want;
 }
 
 void all_store_sync() {
   space::impl& m = space::current().internals();
-  m.wait_pending();
-  // How much every rank has stored into every rank, ever: what must have
-  // arrived here.
-  const size_t p = static_cast<size_t>(m.size);
-  std::vector<uint64_t> all(p * p);
-  m.rt.allgather(m.stored_to.data(), all.data(), p * sizeof(uint64_t));
-  uint64_t expected = 0;
-  for (size_t s = 0; s < p; ++s) expected += all[s * p + static_cast<size_t>(m.rank)];
-  m.rt.wait_until([&] { return m.control().stored.load(std::memory_order_acquire) >= expected; });
+  // Tell every rank how many more bytes this process stored into it...
+  for (int t = 0; t < m.size; ++t) {
+    const uint64_t more = m.stored_to[static_cast<size_t>(t)] - m.announced_to[static_cast<size_t>(t)];
+    if (!more) continue;
+    m.announced_to[static_cast<size_t>(t)] = m.stored_to[static_cast<size_t>(t)];
+    if (control_line* c = m.control_of(t)) {
+      c->expected.fetch_add(more, std::memory_order_acq_rel);
+    } else {
+      ++m.pending;
+      m.sent(m.ep.request(t, m.expect_req, more), "gas::all_store_sync");
+    }
+  }
+  // ...and once everybody has (acknowledged, then a barrier), wait for as
+  // many here; a second barrier and every store in the job has landed.
+  m.barrier();
+  const uint64_t expected = m.control().expected.load(std::memory_order_acquire);
+  m.spin_until([&] { return m.control().stored.load(std::memory_order_acquire) >= expected; });
   m.consumed = expected;
-  m.rt.barrier();
+  m.barrier();
 }
 
-void barrier() {
+void barrier() { space::current().internals().barrier(); }
+
+namespace detail {
+
+void broadcast_bytes(void* data, size_t bytes, int root) {
   space::impl& m = space::current().internals();
+  if (root < 0 || root >= m.size) throw error(status::bad_arg, "gas::broadcast", "root " + std::to_string(root) + " is outside the job");
   m.wait_pending();
-  m.rt.barrier();
+  const uint64_t mark = m.sym_top;
+  const uint64_t tmp = m.scratch(bytes, "gas::broadcast");
+  std::byte* here = m.seg.data() + tmp;
+  const int v = (m.rank - root + m.size) % m.size;  // rank relative to the root
+  const uint64_t e = ++m.epoch;
+  if (v == 0) {
+    if (bytes) std::memcpy(here, data, bytes);
+  } else {
+    m.wait_signal(bcast_slot, e);
+  }
+  // A binomial tree: v passes to v + d for every power of two d below its lowest set bit.
+  const int lowest = v == 0 ? m.size : (v & -v);
+  int d = 1;
+  while (d * 2 < lowest && d * 2 < m.size) d *= 2;
+  for (; d >= 1; d /= 2) {
+    if (d >= lowest || v + d >= m.size) continue;
+    const int child = (v + d + root) % m.size;
+    put_bytes(child, tmp, here, bytes);
+    m.wait_pending();  // in place before the signal (over the network; locally it is already)
+    m.signal(child, bcast_slot, e);
+  }
+  if (v != 0 && bytes) std::memcpy(data, here, bytes);
+  m.barrier();  // nobody reuses the staging area while another still reads it
+  m.sym_top = mark;
 }
+
+void all_gather_bytes(const void* mine, void* all, size_t bytes) {
+  space::impl& m = space::current().internals();
+  const uint64_t mark = m.sym_top;
+  const size_t p = static_cast<size_t>(m.size);
+  const uint64_t tmp = m.scratch(bytes * p, "gas::all_gather");
+  for (int t = 0; t < m.size; ++t)
+    put_bytes(t, tmp + static_cast<uint64_t>(m.rank) * bytes, mine, bytes);
+  m.barrier();  // waits for this process's puts first
+  if (bytes) std::memcpy(all, m.seg.data() + tmp, bytes * p);
+  m.barrier();
+  m.sym_top = mark;
+}
+
+void all_to_all_bytes(const void* src, void* dst, size_t bytes) {
+  space::impl& m = space::current().internals();
+  const uint64_t mark = m.sym_top;
+  const size_t p = static_cast<size_t>(m.size);
+  const uint64_t tmp = m.scratch(bytes * p, "gas::all_to_all");
+  // Pairwise: rank r starts with r + 1, so that not everybody sends to rank 0 first.
+  for (int i = 1; i <= m.size; ++i) {
+    const int t = (m.rank + i) % m.size;
+    put_bytes(t, tmp + static_cast<uint64_t>(m.rank) * bytes, static_cast<const std::byte*>(src) + static_cast<size_t>(t) * bytes,
+              bytes);
+  }
+  m.barrier();
+  if (bytes) std::memcpy(dst, m.seg.data() + tmp, bytes * p);
+  m.barrier();
+  m.sym_top = mark;
+}
+
+void all_to_all_v_bytes(const void* src, const uint64_t* send_bytes, std::vector<std::byte>& out,
+                        std::vector<uint64_t>& recv_bytes) {
+  space::impl& m = space::current().internals();
+  const size_t p = static_cast<size_t>(m.size);
+  // Everybody's counts: row s says what s sends to each rank.
+  std::vector<uint64_t> matrix(p * p);
+  all_gather_bytes(send_bytes, matrix.data(), p * sizeof(uint64_t));
+  uint64_t biggest = 0;
+  std::vector<uint64_t> total(p, 0);
+  for (size_t s = 0; s < p; ++s)
+    for (size_t t = 0; t < p; ++t) total[t] += matrix[s * p + t];
+  for (uint64_t t : total) biggest = std::max(biggest, t);
+  const uint64_t mark = m.sym_top;
+  const uint64_t tmp = m.scratch(biggest, "gas::all_to_all_v");
+  const auto* from = static_cast<const std::byte*>(src);
+  std::vector<uint64_t> start(p, 0);  // where each rank's data starts in what this rank sends
+  for (size_t t = 1; t < p; ++t) start[t] = start[t - 1] + send_bytes[t - 1];
+  for (int i = 1; i <= m.size; ++i) {
+    const size_t t = static_cast<size_t>((m.rank + i) % m.size);
+    uint64_t at = 0;  // what ranks before this one send to t
+    for (size_t s = 0; s < static_cast<size_t>(m.rank); ++s) at += matrix[s * p + t];
+    put_bytes(static_cast<int>(t), tmp + at, from + start[t], send_bytes[t]);
+  }
+  m.barrier();
+  const size_t me = static_cast<size_t>(m.rank);
+  out.assign(m.seg.data() + tmp, m.seg.data() + tmp + total[me]);
+  recv_bytes.assign(p, 0);
+  for (size_t s = 0; s < p; ++s) recv_bytes[s] = matrix[s * p + me];
+  m.barrier();
+  m.sym_top = mark;
+}
+
+}  // namespace detail
 
 void poll() { space::current().internals().rt.bundle().poll(); }
 

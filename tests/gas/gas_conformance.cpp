@@ -210,12 +210,17 @@ int scenario_late(gas::space& gs) {
   }
   gas::barrier();
   // 2. put to a busy target: sync returns after the target took it (over the
-  // network: after it resumed polling).
+  // network: after it resumed polling). The target says it is busy (a store
+  // rank 0 waits for) before it computes, so the put arrives meanwhile.
+  auto busy_flag = gas::all_alloc<int64_t>(1);
   if (me == last) {
+    const int64_t one = 1;
+    gas::store(busy_flag.on(0), &one, 1);
     compute_for(busy);
     const int64_t resumed = now_ns();
     gas::put(stamp.on(0), &resumed, 1);
   } else if (me == 0) {
+    gas::store_sync(sizeof(int64_t));
     fill(buf.data(), len, 5);
     gas::put(area.on(last), buf.data(), len);
     gas::sync();
@@ -414,11 +419,88 @@ int scenario_atomics(gas::space& gs) {
   return failures;
 }
 
+// ---- collectives with every root and odd sizes ------------------------------------------
+
+int scenario_collectives(gas::space& gs) {
+  const int me = gs.rank(), n = gs.size();
+  // Barriers in a row, with a counter that must not run ahead.
+  auto ticks = gas::all_alloc<int64_t>(1);
+  for (int round = 1; round <= 20; ++round) {
+    (void)gas::fetch_add(ticks.on(0), int64_t{1});
+    gas::barrier();
+    CHECK(gas::read(ticks.on(0)) == int64_t{round} * n, "barrier round %d let a rank through early", round);
+    gas::barrier();
+  }
+  // Broadcast from every root, odd sizes.
+  for (size_t len : {size_t{0}, size_t{1}, size_t{13}, size_t{70001}}) {
+    for (int root = 0; root < n; ++root) {
+      std::vector<std::byte> buf(len + 1, std::byte{0x5a});
+      if (me == root) fill(buf.data(), len, static_cast<uint32_t>(root * 10 + len));
+      gas::broadcast(buf.data(), len, root);
+      CHECK(matches(buf.data(), len, static_cast<uint32_t>(root * 10 + len)), "broadcast of %zu bytes from %d", len, root);
+      CHECK(buf[len] == std::byte{0x5a}, "broadcast wrote past its buffer");
+    }
+  }
+  // All-gather and all-to-all, odd sizes.
+  for (size_t len : {size_t{1}, size_t{7}, size_t{5000}}) {
+    std::vector<std::byte> mine(len), all(len * static_cast<size_t>(n));
+    fill(mine.data(), len, static_cast<uint32_t>(me + len));
+    gas::all_gather(mine.data(), all.data(), len);
+    for (int r = 0; r < n; ++r)
+      CHECK(matches(all.data() + static_cast<size_t>(r) * len, len, static_cast<uint32_t>(r + len)), "all_gather %zu from %d", len, r);
+    std::vector<std::byte> src(len * static_cast<size_t>(n)), dst(len * static_cast<size_t>(n));
+    for (int t = 0; t < n; ++t) fill(src.data() + static_cast<size_t>(t) * len, len, static_cast<uint32_t>(me * 100 + t));
+    gas::all_to_all(src.data(), dst.data(), len);
+    for (int r = 0; r < n; ++r)
+      CHECK(matches(dst.data() + static_cast<size_t>(r) * len, len, static_cast<uint32_t>(r * 100 + me)), "all_to_all %zu from %d", len, r);
+  }
+  // All-to-all with a different count for every pair (some zero).
+  std::vector<size_t> counts(static_cast<size_t>(n));
+  std::vector<int32_t> send;
+  for (int t = 0; t < n; ++t) {
+    counts[static_cast<size_t>(t)] = static_cast<size_t>((me * 3 + t * 5) % 7);
+    for (size_t i = 0; i < counts[static_cast<size_t>(t)]; ++i) send.push_back(me * 10000 + t * 100 + static_cast<int32_t>(i));
+  }
+  std::vector<size_t> got_counts;
+  auto got = gas::all_to_all_v(std::span<const int32_t>(send), std::span<const size_t>(counts), &got_counts);
+  std::vector<int32_t> want;
+  for (int s = 0; s < n; ++s) {
+    const size_t c = static_cast<size_t>((s * 3 + me * 5) % 7);
+    CHECK(got_counts[static_cast<size_t>(s)] == c, "all_to_all_v count from %d", s);
+    for (size_t i = 0; i < c; ++i) want.push_back(s * 10000 + me * 100 + static_cast<int32_t>(i));
+  }
+  CHECK(got == want, "all_to_all_v data");
+  // Reductions: sum, min, max and a user operation, integers and doubles.
+  std::vector<int64_t> v = {me + 1, -me, int64_t{1} << me, me * me};
+  auto sum = v, mn = v, mx = v, orr = v;
+  gas::all_reduce(sum.data(), sum.size());
+  gas::all_reduce(mn.data(), mn.size(), gas::minimum<int64_t>{});
+  gas::all_reduce(mx.data(), mx.size(), gas::maximum<int64_t>{});
+  gas::all_reduce(orr.data(), orr.size(), [](int64_t a, int64_t b) { return a | b; });
+  int64_t s0 = 0, s3 = 0, or2 = 0;
+  for (int r = 0; r < n; ++r) s0 += r + 1, s3 += r * r, or2 |= int64_t{1} << r;
+  CHECK(sum[0] == s0 && sum[1] == -int64_t{n} * (n - 1) / 2 && sum[3] == s3, "all_reduce sum");
+  CHECK(mn[0] == 1 && mn[1] == -(n - 1) && mx[0] == n && mx[3] == int64_t{n - 1} * (n - 1), "all_reduce min/max");
+  CHECK(orr[2] == or2, "all_reduce with a user operation");
+  double d = 1.0 / (me + 3);
+  gas::all_reduce(&d, 1);
+  double dref = 0;
+  for (int r = 0; r < n; ++r) dref += 1.0 / (r + 3);
+  CHECK(d == dref, "all_reduce of doubles in rank order (%.17g, expected %.17g)", d, dref);
+  for (int root = 0; root < n; ++root) {
+    int64_t x = me + 5;
+    gas::reduce(&x, 1, root);
+    if (me == root) CHECK(x == int64_t{n} * 5 + int64_t{n} * (n - 1) / 2, "reduce to %d", root);
+  }
+  gas::barrier();
+  return failures;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: gas_conformance values|bulk|store|late|memory|errors|atomics\n");
+    std::fprintf(stderr, "usage: gas_conformance values|bulk|store|late|memory|errors|atomics|collectives\n");
     return 2;
   }
   const std::string what = argv[1];
@@ -433,6 +515,7 @@ int main(int argc, char** argv) {
   else if (what == "memory") failed = scenario_memory(gs);
   else if (what == "errors") failed = scenario_errors(gs);
   else if (what == "atomics") failed = scenario_atomics(gs);
+  else if (what == "collectives") failed = scenario_collectives(gs);
   else {
     std::fprintf(stderr, "unknown scenario %s\n", what.c_str());
     return 2;
