@@ -32,6 +32,7 @@
 #include <clump/runtime.hpp>
 #include <clump/status.hpp>
 
+#include <algorithm>
 #include <compare>
 #include <concepts>
 #include <cstddef>
@@ -41,6 +42,7 @@
 #include <memory>
 #include <span>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace clump::gas {
@@ -194,6 +196,57 @@ template <class T>
 global_ptr<T> to_global(T* p) {
   return {space::current().rank(), detail::to_offset(p, sizeof(T))};
 }
+
+// ---- spread arrays --------------------------------------------------------------
+
+/// How a spread array lays its elements over the ranks.
+enum class layout {
+  cyclic,   ///< element i on rank i % P
+  blocked,  ///< consecutive blocks of ceil(n / P) elements, rank 0 first
+};
+
+/// An array of `n` elements spread over every rank (Split-C's spread arrays):
+/// element i is a global place, and each rank holds its share in its
+/// segment. Constructing one is collective (an all_alloc).
+template <class T>
+class spread_array {
+ public:
+  spread_array(size_t n, layout l = layout::cyclic)
+      : n_(n), ranks_(static_cast<size_t>(space::current().size())), per_rank_((n + ranks_ - 1) / ranks_),
+        layout_(l), base_(all_alloc<T>(std::max<size_t>(per_rank_, 1))) {}
+
+  size_t size() const noexcept { return n_; }
+  layout arrangement() const noexcept { return layout_; }
+  /// The rank that holds element i.
+  int owner(size_t i) const noexcept {
+    return static_cast<int>(layout_ == layout::cyclic ? i % ranks_ : i / per_rank_);
+  }
+  /// Element i's index within its owner's share.
+  size_t slot(size_t i) const noexcept { return layout_ == layout::cyclic ? i / ranks_ : i % per_rank_; }
+  /// The place of element i (read, write, get, put, store and the atomics take it).
+  global_ptr<T> operator[](size_t i) const noexcept {
+    return base_.on(owner(i)) + static_cast<std::ptrdiff_t>(slot(i));
+  }
+  /// How many elements `rank` holds.
+  size_t count_on(int rank) const noexcept {
+    const size_t r = static_cast<size_t>(rank);
+    if (layout_ == layout::cyclic) return n_ / ranks_ + (r < n_ % ranks_ ? 1 : 0);
+    const size_t first = r * per_rank_;
+    return first >= n_ ? 0 : std::min(per_rank_, n_ - first);
+  }
+  /// The global index of this rank's k-th element.
+  size_t index_of(size_t k) const noexcept {
+    const size_t r = static_cast<size_t>(space::current().rank());
+    return layout_ == layout::cyclic ? k * ranks_ + r : r * per_rank_ + k;
+  }
+  /// This rank's share, for plain loads and stores.
+  std::span<T> local() const { return {base_.local(), count_on(space::current().rank())}; }
+
+ private:
+  size_t n_, ranks_, per_rank_;
+  layout layout_;
+  global_ptr<T> base_;
+};
 
 // ---- operations --------------------------------------------------------------
 
@@ -406,5 +459,14 @@ uint64_t call_atomic(int procedure, global_ptr<T> target, uint64_t argument, siz
 
 /// Runs the handlers of pending messages (for use inside computation loops).
 void poll();
+
+/// Polls until `done()` is true, sleeping in the kernel when nothing comes
+/// (a polite wait; `done` may look at memory other processes of the node
+/// write directly only if something else wakes this one: use it for
+/// conditions set by handlers).
+template <class Pred>
+void wait_until(Pred&& done) {
+  space::current().owner().wait_until(std::forward<Pred>(done));
+}
 
 }  // namespace clump::gas

@@ -496,11 +496,45 @@ int scenario_collectives(gas::space& gs) {
   return failures;
 }
 
+// ---- spread arrays ------------------------------------------------------------------------
+
+int scenario_spread(gas::space& gs) {
+  const int me = gs.rank(), n = gs.size();
+  for (gas::layout l : {gas::layout::cyclic, gas::layout::blocked}) {
+    for (size_t len : {size_t{1}, size_t{10}, size_t{1001}}) {
+      gas::spread_array<int64_t> a(len, l);
+      // Each rank fills its own share by plain stores...
+      auto mine = a.local();
+      for (size_t k = 0; k < mine.size(); ++k) mine[k] = static_cast<int64_t>(a.index_of(k)) * 3 + 1;
+      size_t total = 0;
+      for (int r = 0; r < n; ++r) total += a.count_on(r);
+      CHECK(total == len, "shares add up to %zu, not %zu", total, len);
+      gas::barrier();
+      // ...and every rank reads every element through the global index.
+      int64_t sum = 0;
+      for (size_t i = 0; i < len; ++i) sum += gas::read(a[i]);
+      CHECK(sum == static_cast<int64_t>(3 * (len * (len - 1) / 2) + len), "sum over a %zu-element %s array", len,
+            l == gas::layout::cyclic ? "cyclic" : "blocked");
+      CHECK(a.owner(len - 1) < n && (l != gas::layout::cyclic || a.owner(len - 1) == static_cast<int>((len - 1) % n)),
+            "owner of the last element");
+      gas::barrier();
+      // Rank 0 writes every element; the owners see it in their shares.
+      if (me == 0)
+        for (size_t i = 0; i < len; ++i) gas::write(a[i], -static_cast<int64_t>(i));
+      gas::barrier();
+      for (size_t k = 0; k < mine.size(); ++k)
+        CHECK(mine[k] == -static_cast<int64_t>(a.index_of(k)), "element %zu after rank 0 wrote it", a.index_of(k));
+      gas::barrier();
+    }
+  }
+  return failures;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: gas_conformance values|bulk|store|late|memory|errors|atomics|collectives\n");
+    std::fprintf(stderr, "usage: gas_conformance values|bulk|store|late|memory|errors|atomics|collectives|spread\n");
     return 2;
   }
   const std::string what = argv[1];
@@ -516,6 +550,7 @@ int main(int argc, char** argv) {
   else if (what == "errors") failed = scenario_errors(gs);
   else if (what == "atomics") failed = scenario_atomics(gs);
   else if (what == "collectives") failed = scenario_collectives(gs);
+  else if (what == "spread") failed = scenario_spread(gs);
   else {
     std::fprintf(stderr, "unknown scenario %s\n", what.c_str());
     return 2;
