@@ -136,6 +136,34 @@ TEST(examples, every_example_runs_across_two_emulated_nodes) {
   EXPECT_JOB_OK(example(2, "03_c_api", {}, {"-N", "2"}));
 }
 
+// The gas examples, each on one node, on two emulated nodes and over the
+// network alone: the same program, direct memory or messages underneath.
+TEST(examples, gas_examples_run_on_one_node_on_two_nodes_and_over_the_network) {
+  struct ex {
+    const char* name;
+    int ranks;
+    const char* says;
+    int says_times;
+  };
+  const ex all[] = {{"04_gas_remote_rw", 4, "(ok)", 4},
+                    {"05_gas_spread_sum", 3, "spread sum of 100000 elements on 3 ranks: 4999950000 (expected", 1},
+                    {"06_gas_histogram", 4, "every count exact", 1},
+                    {"07_gas_store_pipeline", 4, "every value right", 1}};
+  for (const ex& e : all) {
+    for (std::vector<std::string> how : {std::vector<std::string>{}, {"-N", "2"}, {"NET"}}) {
+      const bool net = !how.empty() && how[0] == "NET";
+      std::vector<std::string> argv{CLUMPRUN, "-n", std::to_string(e.ranks), "--timeout", "60"};
+      if (!net) argv.insert(argv.end(), how.begin(), how.end());
+      argv.push_back(std::string(EXAMPLES_DIR) + "/" + e.name);
+      auto r = run_cmd(argv, 90s, net ? std::vector<std::string>{"CLUMP_PROTOCOL=net"} : std::vector<std::string>{});
+      EXPECT_JOB_OK(r);
+      int times = 0;
+      for (size_t at = r.output.find(e.says); at != std::string::npos; at = r.output.find(e.says, at + 1)) ++times;
+      EXPECT_EQ(times, e.says_times) << e.name << "\n" << r.output;
+    }
+  }
+}
+
 TEST(examples, a_program_started_alone_is_a_job_of_one) {
   auto r = run_cmd({std::string(EXAMPLES_DIR) + "/00_hello"}, 60s);
   EXPECT_JOB_OK(r);
