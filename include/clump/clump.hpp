@@ -3,5 +3,6 @@
 /// Everything clump offers to C++ programs.
 
 #include <clump/am.hpp>
+#include <clump/gas.hpp>
 #include <clump/runtime.hpp>
 #include <clump/status.hpp>
