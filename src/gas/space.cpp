@@ -158,6 +158,7 @@ struct space::impl {
   reply_handler<> put_ack{};
   request_handler<uint64_t, uint32_t, uint64_t> get_req{};
   payload_reply_handler<uint64_t> get_data{};
+  payload_reply_handler<uint64_t, uint64_t> pulled{};
   payload_request_handler<> put_req{};
   payload_request_handler<> store_req{};
 
@@ -280,6 +281,11 @@ space::space(runtime& rt, size_t segment_bytes) : impl_(std::make_unique<impl>(r
       r = m.procedures[procedure](m.seg.data() + offset, argument);
     }
     (void)t.reply(m.atomic_ans, r);
+  });
+  m.pulled = m.ep.on_reply([&m](token&, std::span<const std::byte> p, uint64_t where, uint64_t block) {
+    std::memcpy(reinterpret_cast<void*>(static_cast<uintptr_t>(where)), p.data(), p.size());
+    detail::free_bytes(m.rank, block);
+    --m.pending;
   });
   m.get_req = m.ep.on_request([&m](token& t, uint64_t offset, uint32_t length, uint64_t where) {
     // Checked by the sender; checked again here, where it matters.
@@ -439,6 +445,23 @@ void get_bytes(void* dst, int rank, uint64_t offset, size_t bytes) {
     return;
   }
   const size_t piece = max_medium();
+  if (bytes > 4 * piece) {
+    // Big: one pull (a long reply) into a block of our own segment, copied
+    // out when it lands; in pieces only when the segment has no room.
+    uint64_t block = 0;
+    try {
+      block = alloc_bytes(bytes, line);
+    } catch (const error&) {
+      block = 0;
+    }
+    if (block) {
+      ++m.pending;
+      m.sent(m.ep.get(rank, m.pulled, offset, block, bytes,
+                      static_cast<uint64_t>(reinterpret_cast<uintptr_t>(dst)), block),
+             "gas::get");
+      return;
+    }
+  }
   for (size_t done = 0; done < bytes; done += piece) {
     const size_t n = std::min(piece, bytes - done);
     ++m.pending;
