@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "core/settings.hpp"
+#include "core/tsan.hpp"
 
 namespace clump::gas {
 
@@ -186,10 +187,12 @@ struct space::impl {
   void spin_until(Pred&& done) {
     for (unsigned spins = 0; !done(); ++spins)
       if (rt.bundle().poll() == 0 && spins > 256) sched_yield();
+    core::heard_from_outside();  // another process made it true (see core/tsan.hpp)
   }
 
   // Raises rank r's flag `slot` to at least `value`.
   void signal(int r, unsigned slot, uint64_t value) {
+    core::sent_outside();  // see core/tsan.hpp
     if (control_line* c = control_of(r)) {
       raise(c->signal[slot], value);
       return;
@@ -490,6 +493,7 @@ void store_bytes(int rank, uint64_t offset, const void* src, size_t bytes) {
   m.stored_to[static_cast<size_t>(rank)] += bytes;
   if (std::byte* b = m.base[static_cast<size_t>(rank)]) {
     std::memcpy(b + offset, src, bytes);
+    core::sent_outside();  // see core/tsan.hpp
     // Release: the target that sees the count sees the bytes.
     reinterpret_cast<control_line*>(b)->stored.fetch_add(bytes, std::memory_order_acq_rel);
     return;
