@@ -318,6 +318,7 @@ void all_gather_bytes(const void* mine, void* all, size_t bytes);
 void all_to_all_bytes(const void* src, void* dst, size_t bytes);
 void all_to_all_v_bytes(const void* src, const uint64_t* send_bytes, std::vector<std::byte>& out,
                         std::vector<uint64_t>& recv_bytes);
+void reduce_bytes(void* data, size_t bytes, int root, void (*combine)(void* acc, const void* in, void* ctx), void* ctx);
 }  // namespace detail
 
 /// `n` elements at `data` on `root` are copied to `data` on every rank (a binomial tree).
@@ -374,26 +375,36 @@ struct maximum {
 };
 
 /// Every rank's `n` elements at `data` combined element by element with
-/// `op`, in rank order (so the result is the same on every rank, floating
-/// point included), left at `data` on every rank.
-template <class T, class Op = std::plus<T>>
-void all_reduce(T* data, size_t n, Op op = {}) {
-  static_assert(std::is_trivially_copyable_v<T>);
-  const size_t p = static_cast<size_t>(space::current().size());
-  std::vector<T> all(n * p);
-  detail::all_gather_bytes(data, all.data(), n * sizeof(T));
-  for (size_t i = 0; i < n; ++i) {
-    T acc = all[i];
-    for (size_t r = 1; r < p; ++r) acc = op(acc, all[r * n + i]);
-    data[i] = acc;
-  }
-}
-
-/// As all_reduce, but only `root` is sure to get the result.
+/// `op` along a binomial tree rooted at `root` (log2 P rounds), the result
+/// left at `data` on `root`. The tree is fixed, so the result is
+/// reproducible from run to run (floating point included); `op` should be
+/// associative and commutative.
 template <class T, class Op = std::plus<T>>
 void reduce(T* data, size_t n, int root, Op op = {}) {
-  (void)root;
-  all_reduce(data, n, op);
+  static_assert(std::is_trivially_copyable_v<T>);
+  struct context {
+    size_t n;
+    Op* op;
+  } c{n, &op};
+  detail::reduce_bytes(
+      data, n * sizeof(T), root,
+      [](void* acc, const void* in, void* ctx) {
+        auto* cx = static_cast<context*>(ctx);
+        T* a = static_cast<T*>(acc);
+        for (size_t i = 0; i < cx->n; ++i) {
+          T x;
+          std::memcpy(&x, static_cast<const std::byte*>(in) + i * sizeof(T), sizeof x);
+          a[i] = (*cx->op)(a[i], x);
+        }
+      },
+      &c);
+}
+
+/// reduce to rank 0, then broadcast: every rank gets the same result, bit for bit.
+template <class T, class Op = std::plus<T>>
+void all_reduce(T* data, size_t n, Op op = {}) {
+  reduce(data, n, 0, std::move(op));
+  broadcast(data, n, 0);
 }
 
 // ---- atomics -----------------------------------------------------------------------

@@ -5,7 +5,7 @@
 // with a segment in shared memory: the process's share of global memory.
 // Offsets in global pointers are offsets into these segments.
 //
-// Segment layout: the first 512 bytes are the control area (the count of
+// Segment layout: the first 1024 bytes are the control area (the count of
 // bytes stored into this process, which processes of the node add to
 // directly, the lock of atomic procedures, the collectives' signal flags);
 // symmetric allocations (all_alloc) grow up from there,
@@ -42,9 +42,10 @@ namespace {
 
 constexpr size_t line = 64;
 /// The control area at the start of every segment (control_line, padded).
-constexpr size_t control_bytes = 512;
-/// Signal slots of the collectives: dissemination rounds, then one per tree role.
-constexpr unsigned barrier_slots = 32, bcast_slot = 32, slot_count = 34;
+constexpr size_t control_bytes = 1024;
+/// Signal slots of the collectives: dissemination rounds, the broadcast, and
+/// one per round of the reduction tree.
+constexpr unsigned bcast_slot = 32, reduce_slot = 33, slot_count = 33 + 32;
 space* current_space = nullptr;
 
 struct control_line {
@@ -616,6 +617,37 @@ void broadcast_bytes(void* data, size_t bytes, int root) {
     m.signal(child, bcast_slot, e);
   }
   if (v != 0 && bytes) std::memcpy(data, here, bytes);
+  m.barrier();  // nobody reuses the staging area while another still reads it
+  m.sym_top = mark;
+}
+
+void reduce_bytes(void* data, size_t bytes, int root, void (*combine)(void* acc, const void* in, void* ctx), void* ctx) {
+  space::impl& m = space::current().internals();
+  if (root < 0 || root >= m.size) throw error(status::bad_arg, "gas::reduce", "root " + std::to_string(root) + " is outside the job");
+  m.wait_pending();
+  const uint64_t mark = m.sym_top;
+  unsigned rounds = 0;
+  while ((1 << rounds) < m.size) ++rounds;
+  // One slot per round: the child of that round puts its partial result there.
+  const uint64_t tmp = m.scratch(bytes * std::max(rounds, 1u), "gas::reduce");
+  const int v = (m.rank - root + m.size) % m.size;
+  const uint64_t e = ++m.epoch;
+  // A binomial tree: in round k, v with bit k set sends its partial result to
+  // v - 2^k and is done; the others take one from v + 2^k (if there is one).
+  for (unsigned k = 0; k < rounds; ++k) {
+    const int d = 1 << k;
+    if (v & d) {
+      const int parent = (v - d + root) % m.size;
+      put_bytes(parent, tmp + k * bytes, data, bytes);
+      m.wait_pending();
+      m.signal(parent, reduce_slot + k, e);
+      break;
+    }
+    if (v + d < m.size) {
+      m.wait_signal(reduce_slot + k, e);
+      if (bytes) combine(data, m.seg.data() + tmp + k * bytes, ctx);
+    }
+  }
   m.barrier();  // nobody reuses the staging area while another still reads it
   m.sym_top = mark;
 }

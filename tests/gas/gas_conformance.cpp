@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -486,7 +487,16 @@ int scenario_collectives(gas::space& gs) {
   gas::all_reduce(&d, 1);
   double dref = 0;
   for (int r = 0; r < n; ++r) dref += 1.0 / (r + 3);
-  CHECK(d == dref, "all_reduce of doubles in rank order (%.17g, expected %.17g)", d, dref);
+  CHECK(std::abs(d - dref) <= 1e-15 * dref, "all_reduce of doubles (%.17g, expected %.17g)", d, dref);
+  std::vector<double> everyone(static_cast<size_t>(n));
+  gas::all_gather(&d, everyone.data());
+  for (int r = 0; r < n; ++r) CHECK(everyone[static_cast<size_t>(r)] == d, "all_reduce differs on rank %d", r);
+  std::vector<int64_t> big(5000);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<int64_t>(i) * (me + 1);
+  gas::all_reduce(big.data(), big.size());
+  bool big_ok = true;
+  for (size_t i = 0; i < big.size(); ++i) big_ok &= big[i] == static_cast<int64_t>(i) * n * (n + 1) / 2;
+  CHECK(big_ok, "all_reduce of 5000 elements");
   for (int root = 0; root < n; ++root) {
     int64_t x = me + 5;
     gas::reduce(&x, 1, root);
