@@ -652,34 +652,36 @@ void reduce_bytes(void* data, size_t bytes, int root, void (*combine)(void* acc,
   m.sym_top = mark;
 }
 
-void all_gather_bytes(const void* mine, void* all, size_t bytes) {
-  space::impl& m = space::current().internals();
+namespace {
+
+// The fixed-size exchanges: every rank puts `bytes` for each rank t (from
+// source(t)) into its own slot of t's staging area, then, after a barrier,
+// copies its whole area out; pairwise, rank r starting with r + 1, so that
+// not everybody sends to rank 0 first.
+template <class Source>
+void exchange(space::impl& m, size_t bytes, void* dst, const char* what, Source source) {
   const uint64_t mark = m.sym_top;
   const size_t p = static_cast<size_t>(m.size);
-  const uint64_t tmp = m.scratch(bytes * p, "gas::all_gather");
-  for (int t = 0; t < m.size; ++t)
-    put_bytes(t, tmp + static_cast<uint64_t>(m.rank) * bytes, mine, bytes);
+  const uint64_t tmp = m.scratch(bytes * p, what);
+  for (int i = 1; i <= m.size; ++i) {
+    const int t = (m.rank + i) % m.size;
+    put_bytes(t, tmp + static_cast<uint64_t>(m.rank) * bytes, source(t), bytes);
+  }
   m.barrier();  // waits for this process's puts first
-  if (bytes) std::memcpy(all, m.seg.data() + tmp, bytes * p);
-  m.barrier();
+  if (bytes) std::memcpy(dst, m.seg.data() + tmp, bytes * p);
+  m.barrier();  // nobody reuses the staging area while another still reads it
   m.sym_top = mark;
 }
 
+}  // namespace
+
+void all_gather_bytes(const void* mine, void* all, size_t bytes) {
+  exchange(space::current().internals(), bytes, all, "gas::all_gather", [&](int) { return mine; });
+}
+
 void all_to_all_bytes(const void* src, void* dst, size_t bytes) {
-  space::impl& m = space::current().internals();
-  const uint64_t mark = m.sym_top;
-  const size_t p = static_cast<size_t>(m.size);
-  const uint64_t tmp = m.scratch(bytes * p, "gas::all_to_all");
-  // Pairwise: rank r starts with r + 1, so that not everybody sends to rank 0 first.
-  for (int i = 1; i <= m.size; ++i) {
-    const int t = (m.rank + i) % m.size;
-    put_bytes(t, tmp + static_cast<uint64_t>(m.rank) * bytes, static_cast<const std::byte*>(src) + static_cast<size_t>(t) * bytes,
-              bytes);
-  }
-  m.barrier();
-  if (bytes) std::memcpy(dst, m.seg.data() + tmp, bytes * p);
-  m.barrier();
-  m.sym_top = mark;
+  exchange(space::current().internals(), bytes, dst, "gas::all_to_all",
+           [&](int t) { return static_cast<const std::byte*>(src) + static_cast<size_t>(t) * bytes; });
 }
 
 void all_to_all_v_bytes(const void* src, const uint64_t* send_bytes, std::vector<std::byte>& out,

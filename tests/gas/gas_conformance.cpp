@@ -18,20 +18,12 @@
 namespace gas = clump::gas;
 using clock_type = std::chrono::steady_clock;
 
+#include "check.hpp"
+
 namespace {
 
-int failures = 0;
-int my_rank = -1;
-
-#define CHECK(cond, ...)                                                                            \
-  do {                                                                                              \
-    if (!(cond)) {                                                                                  \
-      std::fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", my_rank, __FILE__, __LINE__, #cond); \
-      std::fprintf(stderr, __VA_ARGS__);                                                            \
-      std::fprintf(stderr, "\n");                                                                   \
-      ++failures;                                                                                   \
-    }                                                                                               \
-  } while (0)
+using clump::test::failures;
+using clump::test::my_rank;
 
 std::byte pattern(size_t i, uint32_t seed) { return static_cast<std::byte>((i * 131 + seed * 7 + (i >> 9)) & 0xff); }
 
