@@ -271,6 +271,22 @@ void write(global_ptr<T> p, const std::type_identity_t<T>& v) {
   sync();
 }
 
+/// Blocking read of `n` elements into `dst`.
+template <class T>
+void read(T* dst, global_ptr<T> src, size_t n) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  detail::get_bytes(dst, src.rank(), src.offset(), n * sizeof(T));
+  sync();
+}
+
+/// Blocking write of `n` elements from `src`: returns once they are in place.
+template <class T>
+void write(global_ptr<T> dst, const T* src, size_t n) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  detail::put_bytes(dst.rank(), dst.offset(), src, n * sizeof(T));
+  sync();
+}
+
 /// Split-phase: `n` elements from `src` into `dst`, complete at the next sync().
 template <class T>
 void get(T* dst, global_ptr<T> src, size_t n = 1) {

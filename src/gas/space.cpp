@@ -74,6 +74,9 @@ class lock_guard {
   control_line* c_;
 };
 
+// The remote atomics' operation on one word. Acq_rel: an atomic orders the
+// caller's earlier and later accesses around it, as a lock would (the
+// min/max loop's first load may be relaxed: the exchange checks it).
 template <class T>
 T apply(T* word, atomic_op op, T a, T b) {
   std::atomic_ref<T> w(*word);
@@ -200,6 +203,9 @@ struct space::impl {
     }
     sent(ep.request(r, signal_req, slot, value), "gas collective");
   }
+  // Release (with the acquire in wait_signal): the rank that sees the flag
+  // sees what the signaller wrote before, its direct puts included. The first
+  // load may be relaxed: a stale value only costs a failed exchange.
   static void raise(std::atomic<uint64_t>& flag, uint64_t value) {
     uint64_t old = flag.load(std::memory_order_relaxed);
     while (old < value && !flag.compare_exchange_weak(old, value, std::memory_order_acq_rel)) {
@@ -253,7 +259,7 @@ space::space(runtime& rt, size_t segment_bytes) : impl_(std::make_unique<impl>(r
   m.put_ack = m.ep.on_reply([&m](token&) { --m.pending; });
   m.put_req = m.ep.on_request([&m](token& t, std::span<const std::byte>) { (void)t.reply(m.put_ack); });
   m.store_req = m.ep.on_request([&m](token&, std::span<const std::byte> p) {
-    m.control().stored.fetch_add(p.size(), std::memory_order_acq_rel);
+    m.control().stored.fetch_add(p.size(), std::memory_order_acq_rel);  // pairs with store_sync's acquire
   });
   m.get_data = m.ep.on_reply([&m](token&, std::span<const std::byte> p, uint64_t where) {
     std::memcpy(reinterpret_cast<void*>(static_cast<uintptr_t>(where)), p.data(), p.size());
@@ -264,7 +270,7 @@ space::space(runtime& rt, size_t segment_bytes) : impl_(std::make_unique<impl>(r
   });
   m.expect_ack = m.ep.on_reply([&m](token&) { --m.pending; });
   m.expect_req = m.ep.on_request([&m](token& t, uint64_t bytes) {
-    m.control().expected.fetch_add(bytes, std::memory_order_acq_rel);
+    m.control().expected.fetch_add(bytes, std::memory_order_acq_rel);  // read after the next barrier
     (void)t.reply(m.expect_ack);
   });
   m.atomic_ans = m.ep.on_reply([&m](token&, uint64_t old) {
@@ -572,7 +578,7 @@ void all_store_sync() {
     if (!more) continue;
     m.announced_to[static_cast<size_t>(t)] = m.stored_to[static_cast<size_t>(t)];
     if (control_line* c = m.control_of(t)) {
-      c->expected.fetch_add(more, std::memory_order_acq_rel);
+      c->expected.fetch_add(more, std::memory_order_acq_rel);  // read after the barrier that follows
     } else {
       ++m.pending;
       m.sent(m.ep.request(t, m.expect_req, more), "gas::all_store_sync");

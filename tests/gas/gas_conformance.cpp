@@ -123,6 +123,11 @@ int scenario_bulk(gas::space& gs) {
       const int writer = (left + n - 1) % n;
       CHECK(matches(in.data() + (skew ^ 5), len, static_cast<uint32_t>(writer * 100 + round)),
             "get of %zu bytes at +%zu from rank %d", len, skew, left);
+      // The blocking bulk forms: write it back to the left, read it again.
+      gas::write(area.on(left) + static_cast<std::ptrdiff_t>(skew), in.data() + (skew ^ 5), len);
+      std::memset(in.data(), 0, len + 64);
+      gas::read(in.data(), area.on(left) + static_cast<std::ptrdiff_t>(skew), len);
+      CHECK(matches(in.data(), len, static_cast<uint32_t>(writer * 100 + round)), "blocking bulk read of %zu bytes", len);
       gas::barrier();
       ++round;
     }
