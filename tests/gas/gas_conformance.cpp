@@ -123,7 +123,9 @@ int scenario_bulk(gas::space& gs) {
       const int writer = (left + n - 1) % n;
       CHECK(matches(in.data() + (skew ^ 5), len, static_cast<uint32_t>(writer * 100 + round)),
             "get of %zu bytes at +%zu from rank %d", len, skew, left);
-      // The blocking bulk forms: write it back to the left, read it again.
+      // The blocking bulk forms: write it back to the left (once the left
+      // has checked its area: a barrier), read it again.
+      gas::barrier();
       gas::write(area.on(left) + static_cast<std::ptrdiff_t>(skew), in.data() + (skew ^ 5), len);
       std::memset(in.data(), 0, len + 64);
       gas::read(in.data(), area.on(left) + static_cast<std::ptrdiff_t>(skew), len);
