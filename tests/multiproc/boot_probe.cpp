@@ -100,9 +100,9 @@ void check_regions(const clump::boot::job& job, const std::vector<int>& fds) {
   if (fds.size() != static_cast<size_t>(job.size())) fail("got %zu region fds for %d ranks", fds.size(), job.size());
   const int mine = job.node(job.rank());
   for (size_t r = 0; r < fds.size(); ++r) {
-    char name[256] = {};
-    const std::string fd_path = "/proc/self/fd/" + std::to_string(fds[r]);
-    if (job.node(static_cast<int>(r)) != mine && ::readlink(fd_path.c_str(), name, sizeof name - 1) > 0 &&
+    char name[256] = {}, fd_path[64];
+    std::snprintf(fd_path, sizeof fd_path, "/proc/self/fd/%d", fds[r]);
+    if (job.node(static_cast<int>(r)) != mine && ::readlink(fd_path, name, sizeof name - 1) > 0 &&
         std::strcmp(name, "/dev/null") == 0)
       continue;
     struct stat st{};
@@ -310,7 +310,10 @@ int main(int argc, char** argv) {
     fail("rank %d came out of a barrier with a rank that never joined", rank);
   } else if (cmd == "nodes") {
     std::string map;
-    for (int r = 0; r < size; ++r) map += (r ? "," : "") + std::to_string(job->node(r));
+    for (int r = 0; r < size; ++r) {
+      if (r) map += ',';
+      map += std::to_string(job->node(r));
+    }
     const char* local = std::getenv("CLUMP_LOCAL_RANK");
     say("nodes rank %d node %d of %d map %s local %s", rank, job->node(rank), job->node_count(), map.c_str(),
         local ? local : "unset");

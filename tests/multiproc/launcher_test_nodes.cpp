@@ -83,7 +83,10 @@ int expected_node(int r, int nodes, int ranks) { return r * nodes / ranks; }
 
 std::string expected_map(int nodes, int ranks) {
   std::string map;
-  for (int r = 0; r < ranks; ++r) map += (r ? "," : "") + std::to_string(expected_node(r, nodes, ranks));
+  for (int r = 0; r < ranks; ++r) {
+    if (r) map += ',';
+    map += std::to_string(expected_node(r, nodes, ranks));
+  }
   return map;
 }
 

@@ -352,7 +352,10 @@ std::string job_runner::rank_list(const std::function<bool(const rank_proc&)>& p
   int shown = 0, more = 0;
   for (auto& rp : ranks_) {
     if (!pred(*rp)) continue;
-    if (shown < 8) list += (shown++ ? ", " : "") + std::to_string(rp->rank);
+    if (shown < 8) {
+      if (shown++) list += ", ";
+      list += std::to_string(rp->rank);
+    }
     else ++more;
   }
   if (more) list += fmt::format(" and {} more", more);
