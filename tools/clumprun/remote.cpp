@@ -150,9 +150,13 @@ bool next_frame(connection& c, frame& f, int ms, std::string& why) {
   }
 }
 
-template <class T>
-void push_relay(frame_writer& out, const T& head, std::span<const std::byte> payload) {
-  out.push_body(agent_wire::relay, head, payload, {}, std::make_shared<std::vector<std::byte>>());
+/// Wraps boot frame `f` of `rank` in a relay frame on `c` (its descriptors
+/// stay behind; the frame says how many there were) and sends what it can.
+void relay(connection& c, int rank, frame& f) {
+  agent_wire::relay_body rb{rank, static_cast<uint16_t>(f.type), static_cast<uint16_t>(f.fds.size())};
+  auto payload = std::make_shared<std::vector<std::byte>>(std::move(f.payload));
+  c.out.push_body(agent_wire::relay, rb, *payload, {}, payload);
+  c.out.flush(c.fd);
 }
 
 }  // namespace
@@ -371,10 +375,7 @@ void job_runner::on_relay_end(int rank, short revents) {
   while (re.in.next(f, why) == frame_reader::result::frame) {
     for (int fd : f.fds) ::close(fd);  // the regions of this host: they cannot travel
     if (!h.conn) continue;             // the agent is gone: the rank is (or will be) counted as lost
-    agent_wire::relay_body rb{rank, static_cast<uint16_t>(f.type), static_cast<uint16_t>(f.fds.size())};
-    auto payload = std::make_shared<std::vector<std::byte>>(std::move(f.payload));
-    h.conn->out.push_body(agent_wire::relay, rb, *payload, {}, payload);
-    h.conn->out.flush(h.conn->fd);
+    relay(*h.conn, rank, f);
   }
   if (n == 0) {
     ::close(re.fd);
@@ -516,10 +517,7 @@ void job_runner::agent_started(const rank_proc& rp) {
 void job_runner::agent_relay_from_rank(rank_proc& rp, frame& f) {
   if (f.type == wire::msg::hello && f.fds.size() == 1 && rp.region_fd < 0)
     rp.region_fd = std::exchange(f.fds[0], -1);  // stays here, for this host's ranks
-  agent_wire::relay_body rb{rp.rank, static_cast<uint16_t>(f.type), static_cast<uint16_t>(f.fds.size())};
-  auto payload = std::make_shared<std::vector<std::byte>>(std::move(f.payload));
-  head_->out.push_body(agent_wire::relay, rb, *payload, {}, payload);
-  head_->out.flush(head_->fd);
+  relay(*head_, rp.rank, f);
 }
 
 void job_runner::on_head(short revents) {
