@@ -45,8 +45,6 @@
 #include "report.hpp"
 #include "udp_limits.hpp"
 
-extern char** environ;
-
 namespace {
 
 using pingpong::die;
@@ -345,11 +343,7 @@ bench::report begin_report(clump::runtime& rt, const options& o, const std::vect
                 {"udp", o.udp},
                 {"max_medium", clump::max_medium()},
                 {"segment_bytes", rt.endpoint().segment().size()}};
-  nlohmann::json env = nlohmann::json::object();
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "CLUMP_", 6) == 0)
-      if (const char* eq = std::strchr(*e, '=')) env[std::string(*e, static_cast<size_t>(eq - *e))] = eq + 1;
-  rep.config["clump_environment"] = env;
+  rep.config["clump_environment"] = bench::clump_environment();
 
   describe(rep, o, alone);
   pingpong::describe_net(rep, to_peer, u, rt.size());
@@ -452,13 +446,9 @@ int main(int argc, char** argv) {
   clump::runtime rt{argc, argv};
   options o;
   std::string err;
-  if (!pingpong::parse(argc, argv, o, err) || o.help) {
-    if (rt.rank() == 0) {
-      if (!err.empty()) std::fprintf(stderr, "pingpong: %s\n", err.c_str());
-      std::fputs(pingpong::usage, o.help ? stdout : stderr);
-    }
-    return o.help ? 0 : 2;
-  }
+  const bool parsed = pingpong::parse(argc, argv, o, err);
+  if (const int code = bench::usage_exit(rt.rank(), "pingpong", parsed, o.help, err, pingpong::usage); code >= 0)
+    return code;
   const bench::sampling how{o.reps, o.sample_ms / 1000};
 
   // Handlers first: the barriers below separate registration from sending.
@@ -558,10 +548,5 @@ int main(int argc, char** argv) {
                                   load0, rep.machine["loadavg_at_end"].get<std::string>(), steal));
   std::printf("\n");
   rep.print(stdout);
-  std::ofstream out(o.json);
-  out << rep.to_json().dump(2) << "\n";
-  out.close();
-  if (!out) die("could not write " + o.json);
-  std::printf("wrote %s\n", o.json.c_str());
-  return 0;
+  return bench::write_json(rep.to_json(), o.json) ? 0 : 1;
 }

@@ -10,6 +10,8 @@
 
 #include <fmt/core.h>
 
+extern char** environ;
+
 namespace bench {
 
 namespace {
@@ -161,6 +163,37 @@ nlohmann::json report::to_json() const {
   j["notes"] = notes;
   j["summary"] = summary;
   return j;
+}
+
+nlohmann::json clump_environment() {
+  nlohmann::json env = nlohmann::json::object();
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e;
+    const size_t eq = kv.find('=');
+    if (kv.rfind("CLUMP_", 0) == 0 && eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
+bool write_json(const nlohmann::json& j, const std::string& path) {
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  out.close();
+  if (!out) {
+    std::fprintf(stderr, "could not write %s\n", path.c_str());
+    return false;
+  }
+  std::printf("wrote %s\n", path.c_str());
+  return true;
+}
+
+int usage_exit(int rank, const char* program, bool parsed, bool help, const std::string& err, const char* usage) {
+  if (parsed && !help) return -1;
+  if (rank == 0) {
+    if (!err.empty()) std::fprintf(stderr, "%s: %s\n", program, err.c_str());
+    std::fputs(usage, help ? stdout : stderr);
+  }
+  return help ? 0 : 2;
 }
 
 }  // namespace bench

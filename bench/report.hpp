@@ -54,4 +54,16 @@ nlohmann::json machine_info();
 /// "8 B", "64 KiB", "4 MiB".
 std::string bytes_text(uint64_t bytes);
 
+/// Every CLUMP_* variable of this process's environment, name to value.
+nlohmann::json clump_environment();
+
+/// Writes `j` to `path`, indented, and says so on stdout; false (with a
+/// message on stderr) when the file cannot be written.
+bool write_json(const nlohmann::json& j, const std::string& path);
+
+/// What a benchmark's main does after parsing its command line: on a mistake
+/// or --help, rank 0 prints the mistake and the usage. Returns the exit code
+/// (2 for a mistake, 0 for --help), or -1 to go on.
+int usage_exit(int rank, const char* program, bool parsed, bool help, const std::string& err, const char* usage);
+
 }  // namespace bench

@@ -37,6 +37,7 @@ bundle::~bundle() {
   delete impl_;
 }
 
+// send-stage: poll (bench/send-breakdown's stages of a send and the poll before it; comments only)
 unsigned bundle::poll() noexcept {
   if (handler_depth > 0) return 0;  // no polling from inside a handler
   if (impl_->mode == bundle_mode::parallel) {
@@ -51,10 +52,12 @@ unsigned bundle::poll_endpoints() noexcept {
   const bundle_impl::list* l = impl_->endpoints.load(std::memory_order_acquire);
   const unsigned batch = impl_->poll_batch;
   unsigned n = 0;
+  // send-stage: netpoll
   // The network first (what it delivers lands in the queues polled below),
   // but only as often as the adaptive poller says.
   if (net::network* net = impl_->proc->net()) [[unlikely]]
     if ((net->watching() && net->rung()) || impl_->net_poller.due()) impl_->poll_network_now(*net);
+  // send-stage: poll
   for (endpoint_impl* e : l->eps) {
     // Look at the two heads here, inline: an empty poll is then a few loads.
     // (In parallel mode the head read without the consumer flag may be stale;
@@ -68,6 +71,7 @@ unsigned bundle::poll_endpoints() noexcept {
   return n;
 }
 
+// send-stage: netpoll, callees too
 void detail::bundle_impl::poll_network_now(net::network& net) noexcept {
   const unsigned found = proc->poll_network();
   net_poller.found(found);
@@ -76,6 +80,7 @@ void detail::bundle_impl::poll_network_now(net::network& net) noexcept {
   else if (net_poller.quiet() && (!net.watching() || net.rung()))
     net.watch();  // (again, after a ring that found nothing)
 }
+// send-stage: end
 
 std::chrono::microseconds bundle::spin_time() noexcept {
   return std::chrono::microseconds(core::settings().spin_before_sleep_us);

@@ -360,15 +360,20 @@ void send_return(endpoint_impl& from, uint32_t to, const pending_return& r) noex
   from.has_outbox.store(true, std::memory_order_relaxed);
 }
 
+// send-stage: checks (the markers split the short send into the stages of the
+// SC97 paper's Figure 4 for bench/send-breakdown; comments only)
 /// The common case in one piece: a short message of at most 8 words to a
 /// queue with room. Anything else (a full queue, more words) returns false
 /// and takes send_message, which checks, waits and handles errors.
 static inline bool try_send_short(endpoint_impl& from, am::remote_endpoint& to, bool reply, handler_index h,
                                   const uint32_t* args, unsigned nargs, tag_t tag) noexcept {
   if (nargs > shm::args_in_first_line || to.net) return false;
+  // send-stage: locate
   const shm::queue_ref& q = reply ? to.view.reply : to.view.request;
   shm::claim c;
+  // send-stage: claim (and its room check; see try_claim)
   if (!shm::try_claim(q, reply ? to.reply_cache : to.request_cache, 1, 0, c)) return false;
+  // send-stage: fill
   shm::packet& p = shm::line_at(q, c.line);
   p.kind = reply ? packet_kind::short_reply : packet_kind::short_request;
   p.handler = h;
@@ -379,13 +384,16 @@ static inline bool try_send_short(endpoint_impl& from, am::remote_endpoint& to, 
   p.tag = tag;
   p.offset = 0;
   for (unsigned i = 0; i < nargs; ++i) p.args[i] = args[i];
+  // send-stage: publish
   shm::publish(q, c);
   if (c.wake) [[unlikely]]
     shm::wake(shm::wake_word(q));
+  // send-stage: count
   (reply ? from.replies_sent : from.requests_sent)[0].add(1, from.parallel);
   return true;
 }
 
+// send-stage: checks
 /// True when translation `t` names an endpoint that may receive a message
 /// now; otherwise the message goes to handler 0 (unmapped entry, endpoint
 /// freed, process exited) and false comes back.
@@ -405,6 +413,7 @@ static bool deliverable(endpoint_impl& e, const translation& t, message_op op, h
   }
   return true;
 }
+// send-stage: end
 
 // ---- the public entry points -------------------------------------------
 
@@ -414,21 +423,27 @@ namespace clump {
 
 using namespace clump::detail;
 
+// send-stage: call
 status endpoint::send_raw(int dest, message_kind kind, handler_index h, const uint32_t* args, unsigned nargs,
                           const void* data, size_t length, uint64_t offset, bool async) noexcept {
   endpoint_impl& e = *impl_;
+  // send-stage: checks
   if (handler_depth > 0) [[unlikely]]
     return misuse("a request was sent from inside a handler; handlers may only reply (AM-II)");
   if (dest < 0 || static_cast<size_t>(dest) >= e.translations.size()) [[unlikely]]
     return misuse("translation index out of range");
+  // send-stage: locate
   translation& t = e.translations[static_cast<size_t>(dest)];
+  // send-stage: checks
   if (!deliverable(e, t, op_of(kind_for(kind, false)), h, args, nargs, length, offset)) [[unlikely]]
     return status::ok;
   if (kind == message_kind::short_message && try_send_short(e, *t.remote, false, h, args, nargs, t.tag))
     return status::ok;
+  // send-stage: call (send_message itself, the slow path, is unmarked: "other")
   return send_message(e, *t.remote, false, kind, h, args, nargs, data, length, offset, t.tag,
                       async ? when_full::give_up : when_full::poll_bundle, &t.name, t.state);
 }
+// send-stage: end
 
 status endpoint::get_raw(int dest, handler_index h, const uint32_t* args, unsigned nargs, uint64_t source_offset,
                          uint64_t offset, size_t length) noexcept {

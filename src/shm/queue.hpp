@@ -100,13 +100,17 @@ inline std::atomic<uint32_t>& wake_word(const queue_ref& q) noexcept {
   return *reinterpret_cast<std::atomic<uint32_t>*>(q.region_base + q.wake_offset->load(std::memory_order_relaxed));
 }
 
+// send-stage: claim (bench/send-breakdown's stages of a send; comments only)
 /// Claims `lines` packet lines and room for `payload_bytes` of contiguous
 /// payload. Returns false, claiming nothing, when the queue is full.
 inline bool try_claim(const queue_ref& q, head_cache& cache, uint32_t lines, size_t payload_bytes,
                       claim& out) noexcept {
+  // send-stage: room
   const uint32_t payload_lines = lines_for_bytes(payload_bytes);
+  // send-stage: locate
   // Relaxed: the CAS below validates the value; nothing is read through it.
   uint64_t t = q.control->tail.load(std::memory_order_relaxed);
+  // send-stage: room
   for (;;) {
     const uint32_t tl = line_index(t), tr = ring_index(t);
     uint32_t skip = 0;
@@ -127,6 +131,7 @@ inline bool try_claim(const queue_ref& q, head_cache& cache, uint32_t lines, siz
       cache.head.store(h, std::memory_order_release);
       if (!fits(h)) return false;
     }
+    // send-stage: claim
     // seq_cst: one half of the sleep/wake handshake described at the top.
     if (q.control->tail.compare_exchange_weak(t, pack_index(tl + lines, tr + ring_used), std::memory_order_seq_cst,
                                               std::memory_order_relaxed)) {
@@ -134,12 +139,15 @@ inline bool try_claim(const queue_ref& q, head_cache& cache, uint32_t lines, siz
       out.line = tl;
       out.ring_line = tr + skip;
       out.ring_used = ring_used;
+      // send-stage: publish (the wake check)
       // seq_cst: the other half of the handshake; non-zero low bits count sleepers.
       out.wake = (wake_word(q).load(std::memory_order_seq_cst) & 0xffu) != 0;
+      // send-stage: claim
       return true;
     }
   }
 }
+// send-stage: end
 
 inline packet& line_at(const queue_ref& q, uint32_t index) noexcept { return q.lines[index & (q.depth - 1)]; }
 
