@@ -18,12 +18,21 @@
 // soon when every core spins (one process per core), so a quiet bundle still
 // looks at the socket once in 32 x CLUMP_NET_POLL_MAX polls.
 //
+// Counting polls assumes they come often. A program that computes between
+// polls (Split-C's compute/poll loops) may poll once in 20 us, and 32 polls
+// are then 640 us: a remote read waits that long. So adaptive mode also looks
+// at the clock every 8th poll and polls the network when CLUMP_NET_POLL_US
+// (50 us) have passed since it last did. When polls come often the counts
+// reach the network first and the clock changes nothing; a clock read every
+// 8 polls costs about 2 ns a poll.
+//
 // One poller per bundle. Its fields are relaxed atomics only so that the
 // threads of a parallel bundle may share it: a lost update shifts one network
 // poll by a poll or two, which is harmless.
 
 #include <atomic>
 #include <bit>
+#include <chrono>
 #include <cstdint>
 
 namespace clump::am {
@@ -32,15 +41,15 @@ class adaptive_poller {
  public:
   enum class mode { adaptive = 0, fractional = 1, always = 2 };
 
-  adaptive_poller(mode m, uint32_t min_period, uint32_t max_period) noexcept
-      : mode_(m), min_(min_period), max_(max_period) {}
+  adaptive_poller(mode m, uint32_t min_period, uint32_t max_period, uint32_t interval_us = 0) noexcept
+      : mode_(m), min_(min_period), max_(max_period), interval_ns_(mode_ == mode::adaptive ? interval_us * 1000ll : 0) {}
 
   /// True when this poll should look at the network.
   bool due() noexcept {
     const uint32_t left = countdown_.load(std::memory_order_relaxed);
     if (left > 1) {
       countdown_.store(left - 1, std::memory_order_relaxed);
-      return false;
+      return interval_ns_ && (left & 7) == 0 && now_ns() - last_ns_.load(std::memory_order_relaxed) >= interval_ns_;
     }
     return true;
   }
@@ -50,6 +59,7 @@ class adaptive_poller {
     const uint32_t h = (history_.load(std::memory_order_relaxed) << 1) | (messages ? 1u : 0u);
     history_.store(h, std::memory_order_relaxed);
     countdown_.store(period(h), std::memory_order_relaxed);
+    if (interval_ns_) last_ns_.store(now_ns(), std::memory_order_relaxed);
   }
 
   /// True when none of the last 32 network polls found anything, in adaptive
@@ -69,10 +79,17 @@ class adaptive_poller {
   }
 
  private:
+  static int64_t now_ns() noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
   mode mode_;
   uint32_t min_, max_;
+  int64_t interval_ns_;  // adaptive mode's time bound; 0: none
   std::atomic<uint32_t> countdown_{1};
   std::atomic<uint32_t> history_{0};
+  std::atomic<int64_t> last_ns_{0};  // when the network was last polled
 };
 
 }  // namespace clump::am

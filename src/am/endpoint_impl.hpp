@@ -120,7 +120,8 @@ struct bundle_impl {
   /// and watching the doorbell (see adaptive_poller.hpp).
   void poll_network_now(net::network& net) noexcept;
   bundle_impl(const core::config& c) noexcept
-      : net_poller(static_cast<am::adaptive_poller::mode>(c.net_poll_mode), c.net_poll_min, c.net_poll_max) {}
+      : net_poller(static_cast<am::adaptive_poller::mode>(c.net_poll_mode), c.net_poll_min, c.net_poll_max,
+                   c.net_poll_us) {}
   uint32_t wake_offset = 0;
   std::atomic<uint32_t>* wake = nullptr;
   std::atomic<int> mask{0};

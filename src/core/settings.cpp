@@ -69,6 +69,10 @@ const setting_def registry[] = {
      false},
     {"CLUMP_NET_POLL_MIN", setting_type::integer, "8", "adaptive polling: the network is polled at most once in this many polls", false},
     {"CLUMP_NET_POLL_MAX", setting_type::integer, "32", "adaptive polling: the network is polled at least once in this many polls", false},
+    {"CLUMP_NET_POLL_US", setting_type::integer, "50",
+     "adaptive polling: the network is also polled when this many microseconds have passed since it last was, "
+     "however few the polls (a program that polls rarely still answers the network soon); 0: no time bound",
+     false},
     {"CLUMP_NET_MTU", setting_type::size, "65000",
      "largest UDP datagram clump sends; medium and long payloads are cut into fragments that fit (use 1472 on a "
      "lossy Ethernet to avoid IP fragmentation)",
@@ -204,6 +208,9 @@ config parse() {
                 static_cast<long long>(pmin), static_cast<long long>(pmax));
   c.net_poll_min = static_cast<uint32_t>(pmin);
   c.net_poll_max = static_cast<uint32_t>(pmax);
+  const int64_t poll_us = integer("CLUMP_NET_POLL_US");
+  if (poll_us < 0 || poll_us > 10'000'000) bad_setting("CLUMP_NET_POLL_US must be between 0 and 10000000");
+  c.net_poll_us = static_cast<uint32_t>(poll_us);
   c.net_mtu = size("CLUMP_NET_MTU");
   if (c.net_mtu < 512 || c.net_mtu > 65507) bad_setting("CLUMP_NET_MTU=%zu must be between 512 and 65507", c.net_mtu);
   int64_t window = integer("CLUMP_NET_WINDOW");

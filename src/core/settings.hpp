@@ -27,6 +27,7 @@ struct config {
   int net_poll_mode;             // 0 adaptive, 1 fractional, 2 always
   uint32_t net_poll_min;         // the network is polled at most once in this many polls...
   uint32_t net_poll_max;         // ...and at least once in this many
+  uint32_t net_poll_us;          // adaptive: ...or when this many microseconds have passed (0: no time bound)
   size_t net_mtu;                // largest datagram clump sends (bytes of UDP payload)
   uint32_t net_window;           // packets in flight per peer and channel
   uint32_t net_send_sockets;     // peers reached through a connected socket each, at most
