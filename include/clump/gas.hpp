@@ -487,6 +487,22 @@ uint64_t call_atomic(int procedure, global_ptr<T> target, uint64_t argument, siz
 /// Runs the handlers of pending messages (for use inside computation loops).
 void poll();
 
+/// What this process's gas operations moved, split by where the target was
+/// (the SC97 paper's Table 4): on this node, through the mapped segment with
+/// no message, or on another node, with active messages. Every operation
+/// counts, the collectives' own puts and signals included; an operation to
+/// another node counts the messages it sent (a get of many medium pieces is
+/// several) and the payload bytes it moved either way.
+struct traffic_counts {
+  uint64_t node_operations = 0;  ///< reads, writes, copies and atomics on this node
+  uint64_t node_bytes = 0;
+  uint64_t network_messages = 0;  ///< requests sent to other nodes
+  uint64_t network_bytes = 0;
+};
+/// This process's counts since the space was made or since reset_traffic().
+traffic_counts traffic();
+void reset_traffic();
+
 /// Polls until `done()` is true, sleeping in the kernel when nothing comes
 /// (a polite wait; `done` may look at memory other processes of the node
 /// write directly only if something else wakes this one: use it for

@@ -68,10 +68,11 @@ process::process() {
     remotes_[i].store(nullptr, std::memory_order_relaxed);
   slot_segments_.resize(cfg.max_endpoints);
 
-  if (!any_net) {
+  if (!any_net && !cfg.keep_net) {
     net_.reset();  // every rank shares this node
     return;
   }
+  if (!net_ && !any_net) return;  // CLUMP_PROTOCOL=multi without a socket (a job of one): nothing to keep open
   if (!net_)
     throw error(status::resource, "starting the network",
                 "some ranks of this job are on other nodes, but this process has no network socket: " + net_failure);

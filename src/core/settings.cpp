@@ -56,7 +56,8 @@ const setting_def registry[] = {
     {"CLUMP_VERBOSE", setting_type::integer, "0", "0: errors and warnings; 1: also info; 2: also debug", false},
     {"CLUMP_PROTOCOL", setting_type::string, "auto",
      "auto: shared memory inside a node, the network between nodes; net: the network to every other rank, even on "
-     "one node (the papers' NOW mode)",
+     "one node (the papers' NOW mode); multi: as auto, but the network is open and polled even when every rank "
+     "shares the node (the SC97 paper's multi-protocol layer on one SMP, for measuring its cost)",
      false},
     {"CLUMP_PROGRESS", setting_type::string, "poll",
      "poll: the network advances when the program polls or waits; thread: a progress thread also drains it, so a "
@@ -191,8 +192,10 @@ config parse() {
   c.spin_before_sleep_us = static_cast<uint32_t>(spin);
   c.verbose = static_cast<int>(integer("CLUMP_VERBOSE"));
   const std::string proto = raw("CLUMP_PROTOCOL");
-  if (proto != "auto" && proto != "net") bad_setting("CLUMP_PROTOCOL=%s must be auto or net", proto.c_str());
+  if (proto != "auto" && proto != "net" && proto != "multi")
+    bad_setting("CLUMP_PROTOCOL=%s must be auto, net or multi", proto.c_str());
   c.force_net = proto == "net";
+  c.keep_net = proto == "multi";
   const std::string progress = raw("CLUMP_PROGRESS");
   if (progress != "poll" && progress != "thread")
     bad_setting("CLUMP_PROGRESS=%s must be poll or thread", progress.c_str());

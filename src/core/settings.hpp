@@ -23,6 +23,7 @@ struct config {
   int verbose;                   // 0 quiet, 1 info, 2 debug
   // Network protocol (src/net) and multi-protocol polling.
   bool force_net;                // CLUMP_PROTOCOL=net: every other rank is reached over the network
+  bool keep_net;                 // CLUMP_PROTOCOL=multi: the network stays open (and polled) on one node too
   bool progress_thread;          // CLUMP_PROGRESS=thread
   int net_poll_mode;             // 0 adaptive, 1 fractional, 2 always
   uint32_t net_poll_min;         // the network is polled at most once in this many polls...

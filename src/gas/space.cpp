@@ -140,6 +140,19 @@ struct space::impl {
   std::map<uint64_t, size_t> own_blocks;  // offset -> bytes, of alloc()
   std::map<uint64_t, size_t> own_free;    // freed blocks above own_floor
 
+  traffic_counts moved;  // see gas::traffic()
+
+  // Counts one operation to rank r's node (`messages` 0) or to another node.
+  void count(int r, size_t bytes, uint64_t messages = 1) {
+    if (base[static_cast<size_t>(r)]) {
+      ++moved.node_operations;
+      moved.node_bytes += bytes;
+    } else {
+      moved.network_messages += messages;
+      moved.network_bytes += bytes;
+    }
+  }
+
   // Completion.
   uint64_t pending = 0;                // puts and get pieces not yet completed
   std::vector<uint64_t> stored_to;     // bytes this process stored to each rank, ever
@@ -196,6 +209,7 @@ struct space::impl {
 
   // Raises rank r's flag `slot` to at least `value`.
   void signal(int r, unsigned slot, uint64_t value) {
+    count(r, sizeof value);
     core::sent_outside();  // see core/tsan.hpp
     if (control_line* c = control_of(r)) {
       raise(c->signal[slot], value);
@@ -451,6 +465,7 @@ void get_bytes(void* dst, int rank, uint64_t offset, size_t bytes) {
   m.check(rank, offset, bytes, "gas::get");
   if (bytes == 0) return;
   if (std::byte* b = m.base[static_cast<size_t>(rank)]) {
+    m.count(rank, bytes);
     std::memcpy(dst, b + offset, bytes);
     return;
   }
@@ -465,6 +480,7 @@ void get_bytes(void* dst, int rank, uint64_t offset, size_t bytes) {
       block = 0;
     }
     if (block) {
+      m.count(rank, bytes);
       ++m.pending;
       m.sent(m.ep.get(rank, m.pulled, offset, block, bytes,
                       static_cast<uint64_t>(reinterpret_cast<uintptr_t>(dst)), block),
@@ -472,6 +488,7 @@ void get_bytes(void* dst, int rank, uint64_t offset, size_t bytes) {
       return;
     }
   }
+  m.count(rank, bytes, (bytes + piece - 1) / piece);
   for (size_t done = 0; done < bytes; done += piece) {
     const size_t n = std::min(piece, bytes - done);
     ++m.pending;
@@ -485,6 +502,7 @@ void put_bytes(int rank, uint64_t offset, const void* src, size_t bytes) {
   space::impl& m = space::current().internals();
   m.check(rank, offset, bytes, "gas::put");
   if (bytes == 0) return;
+  m.count(rank, bytes);
   if (std::byte* b = m.base[static_cast<size_t>(rank)]) {
     std::memcpy(b + offset, src, bytes);
     return;
@@ -497,6 +515,7 @@ void store_bytes(int rank, uint64_t offset, const void* src, size_t bytes) {
   space::impl& m = space::current().internals();
   m.check(rank, offset, bytes, "gas::store");
   if (bytes == 0) return;
+  m.count(rank, bytes);
   m.stored_to[static_cast<size_t>(rank)] += bytes;
   if (std::byte* b = m.base[static_cast<size_t>(rank)]) {
     std::memcpy(b + offset, src, bytes);
@@ -517,6 +536,7 @@ uint64_t atomic_bytes(atomic_op op, int rank, uint64_t offset, unsigned width, b
     throw error(status::bad_arg, "gas atomic",
                 "the word at offset " + std::to_string(offset) + " is not aligned to its " + std::to_string(width) +
                     " bytes");
+  m.count(rank, width);
   if (std::byte* b = m.base[static_cast<size_t>(rank)]) {
     lock_guard g(m.locked_atomics ? m.control_of(rank) : nullptr);
     return apply_word(b + offset, op, width, is_signed, operand, desired);
@@ -536,6 +556,7 @@ uint64_t call_bytes(int procedure, int rank, uint64_t offset, size_t bytes, uint
   m.check(rank, offset, bytes, "gas::call_atomic");
   if (procedure < 0 || static_cast<size_t>(procedure) >= m.procedures.size())
     throw error(status::bad_arg, "gas::call_atomic", "no atomic procedure " + std::to_string(procedure));
+  m.count(rank, bytes);
   if (std::byte* b = m.base[static_cast<size_t>(rank)]) {
     lock_guard g(m.control_of(rank));
     return m.procedures[static_cast<size_t>(procedure)](b + offset, argument);
@@ -725,5 +746,8 @@ void all_to_all_v_bytes(const void* src, const uint64_t* send_bytes, std::vector
 }  // namespace detail
 
 void poll() { space::current().internals().rt.bundle().poll(); }
+
+traffic_counts traffic() { return space::current().internals().moved; }
+void reset_traffic() { space::current().internals().moved = {}; }
 
 }  // namespace clump::gas

@@ -541,9 +541,43 @@ int scenario_spread(gas::space& gs) {
 
 }  // namespace
 
+// gas::traffic counts each operation once, on the side of the target's
+// place: node operations for ranks of this node, messages for the others.
+int scenario_traffic(gas::space& gs) {
+  const int me = gs.rank(), n = gs.size();
+  auto area = gas::all_alloc<std::byte>(4096);
+  std::vector<std::byte> buf(4096, std::byte{7});
+  gas::barrier();
+  gas::reset_traffic();
+  gas::traffic_counts want;
+  for (int t = 0; t < n; ++t) {
+    if (t == me) continue;
+    const bool node = area.on(t).is_local();
+    gas::put(area.on(t), buf.data(), 1000);  // one long message, or one copy
+    gas::get(buf.data(), area.on(t) + 1000, 24);  // one request, or one copy
+    gas::store(area.on(t) + 2048, buf.data(), 8);
+    (node ? want.node_operations : want.network_messages) += 3;
+    (node ? want.node_bytes : want.network_bytes) += 1000 + 24 + 8;
+  }
+  gas::sync();
+  const gas::traffic_counts got = gas::traffic();
+  CHECK(got.node_operations == want.node_operations && got.node_bytes == want.node_bytes,
+        "node: %llu operations, %llu bytes; expected %llu, %llu", (unsigned long long)got.node_operations,
+        (unsigned long long)got.node_bytes, (unsigned long long)want.node_operations,
+        (unsigned long long)want.node_bytes);
+  CHECK(got.network_messages == want.network_messages && got.network_bytes == want.network_bytes,
+        "network: %llu messages, %llu bytes; expected %llu, %llu", (unsigned long long)got.network_messages,
+        (unsigned long long)got.network_bytes, (unsigned long long)want.network_messages,
+        (unsigned long long)want.network_bytes);
+  gas::all_store_sync();
+  gas::reset_traffic();
+  CHECK(gas::traffic().node_operations == 0 && gas::traffic().network_messages == 0, "reset_traffic");
+  return failures;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: gas_conformance values|bulk|store|late|memory|errors|atomics|collectives|spread\n");
+    std::fprintf(stderr, "usage: gas_conformance values|bulk|store|late|memory|errors|atomics|collectives|spread|traffic\n");
     return 2;
   }
   const std::string what = argv[1];
@@ -560,6 +594,7 @@ int main(int argc, char** argv) {
   else if (what == "atomics") failed = scenario_atomics(gs);
   else if (what == "collectives") failed = scenario_collectives(gs);
   else if (what == "spread") failed = scenario_spread(gs);
+  else if (what == "traffic") failed = scenario_traffic(gs);
   else {
     std::fprintf(stderr, "unknown scenario %s\n", what.c_str());
     return 2;

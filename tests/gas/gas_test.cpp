@@ -68,6 +68,7 @@ TEST_P(gas_suite, bad_pointers_are_refused_with_the_reason_and_write_nothing) { 
 TEST_P(gas_suite, atomics_and_atomic_procedures_under_contention_are_exact) { EXPECT_GAS_OK(run("atomics")); }
 TEST_P(gas_suite, collectives_with_every_root_and_odd_sizes_match_the_reference) { EXPECT_GAS_OK(run("collectives")); }
 TEST_P(gas_suite, spread_arrays_cyclic_and_blocked_place_and_find_every_element) { EXPECT_GAS_OK(run("spread")); }
+TEST_P(gas_suite, traffic_counts_node_operations_and_network_messages_apart) { EXPECT_GAS_OK(run("traffic")); }
 
 INSTANTIATE_TEST_SUITE_P(layouts, gas_suite, ::testing::ValuesIn(setups),
                          [](const ::testing::TestParamInfo<setup>& i) { return std::string(i.param.name); });

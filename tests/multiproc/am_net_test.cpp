@@ -38,6 +38,8 @@ const setup setups[] = {
     {"lossy_net", {"CLUMP_PROTOCOL=net", lossy}, {}, 1},
     {"lossy_nodes2", {lossy}, {"-N", "2"}, 2},
     {"nodes2_progress_thread", {"CLUMP_PROGRESS=thread"}, {"-N", "2"}, 2},
+    // One node, shared memory only, but the network open and polled (SC97's multi-protocol on one SMP).
+    {"multi_one_node", {"CLUMP_PROTOCOL=multi"}, {}, 1},
 };
 
 class over_net : public ::testing::TestWithParam<setup> {

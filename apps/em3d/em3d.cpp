@@ -1,0 +1,426 @@
+// em3d: electromagnetic waves on an irregular bipartite graph (the SC97
+// paper's EM3D, Tables 3, 4 and 6).
+//
+// The graph. Space is a grid of cells, one per process, as near a cube as P
+// allows (or --grid-x/y/z). Each cell holds --nodes E nodes and as many H
+// nodes; each node has --degree edges, with weights, to nodes of the other
+// kind: with probability --remote into a neighbouring cell (one of the up to
+// 26 around it, uniformly), else into its own. A cell's part is a function of
+// the seed and the cell alone, so the graph in space is the same under every
+// layout and any rank can make any cell's part again.
+//
+// A step is two half-steps, bulk synchronous: every E node's value becomes
+// its value minus, edge by edge, weight x its H neighbour's value; a
+// barrier; the same for H from E; a barrier.
+//
+// Communication. The E and H values are symmetric arrays (all_alloc), so a
+// neighbour's value is at values.on(owner) + index:
+//   --version naive  every edge into another process's cell is a blocking
+//                    gas::read of one double, every half-step (the SC97
+//                    program's irregular fine-grained traffic);
+//   --version ghost  each distinct remote neighbour is fetched once per
+//                    half-step with a split-phase gas::get into a ghost copy,
+//                    all in flight together, then one sync (the classic
+//                    "good" em3d).
+// Either way a read on this node is a memcpy through the mapped segment, and
+// one to another node a short request and a medium reply.
+//
+// Layout (--layout): which rank works on which cell. A rank learns which
+// ranks share its node from global_ptr::is_local() (true for a place on a
+// process of this node) and an all_gather spreads every rank's node (its
+// lowest rank). The nodes, in order, take consecutive cells of an order of
+// the grid, each node's ranks in rank order:
+//   naive  x fastest: a node fills a row, then a plane (the paper's 4x2x1
+//          slabs of a 4x4x2 grid of 32 processes on nodes of 8);
+//   good   tile by tile, the tile as near a cube as the largest node allows
+//          and dividing the grid (the paper's 2x2x2 cubes).
+// With nodes of unequal size (3 ranks on 2 nodes) the same orders apply. Few
+// small jobs tell the layouts apart: 4 ranks on 2 nodes (grid 2x2x1) only
+// have 2x1 tiles; 16 ranks on 2 nodes (grid 4x2x2) give the paper's 4x2x1
+// against 2x2x2, and 8 ranks on 2 nodes with --grid-x 4 --grid-y 2
+// --grid-z 1 give 4x1x1 against 2x2x1.
+//
+// Report: besides the phases, the edges to this process, this node and
+// other nodes; each process's time in the remote-read part of the
+// half-steps (its communication phase, the paper's Table 6 balance:
+// min / median / max over processes), its time in the half-steps before the
+// barrier, and its network messages (Table 4).
+//
+// Check: rank 0 makes every cell's graph again, runs the steps sequentially
+// with the same operations in the same order, and compares every value
+// with the parallel run's, bit for bit.
+//
+//   clumprun -n 4 [-N 2] ./em3d [--nodes N] [--degree D] [--remote F] [--steps S]
+//       [--layout naive|good] [--version naive|ghost] [--grid-x X --grid-y Y --grid-z Z]
+//       [--size test|small|large]
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "app.hpp"
+#include "process_grid.hpp"
+#include "measure.hpp"
+
+namespace gas = clump::gas;
+
+namespace {
+
+using apps::process_grid;
+
+struct edge {
+  uint32_t cell;  // the neighbour's cell
+  uint32_t node;  // its index there
+  double weight;
+};
+
+/// A cell's nodes of one kind: their values and, for node i, its edges at
+/// [i * degree, (i + 1) * degree).
+struct cell_nodes {
+  std::vector<double> value;
+  std::vector<edge> edges;
+};
+
+struct cell_graph {
+  cell_nodes e, h;
+};
+
+struct graph_shape {
+  size_t nodes, degree;
+  double remote;
+  uint64_t seed;
+};
+
+/// The cells around `cell` (up to 26), in a fixed order.
+std::vector<uint32_t> cells_around(const process_grid& g, int cell) {
+  const auto [x, y, z] = g.coords(cell);
+  std::vector<uint32_t> around;
+  for (int dz = -1; dz <= 1; ++dz)
+    for (int dy = -1; dy <= 1; ++dy)
+      for (int dx = -1; dx <= 1; ++dx)
+        if ((dx || dy || dz) && g.inside(x + dx, y + dy, z + dz))
+          around.push_back(static_cast<uint32_t>(g.index(x + dx, y + dy, z + dz)));
+  return around;
+}
+
+/// Cell `cell`'s part of the graph: a function of the seed and the cell.
+/// Weights are uniform in +-1/degree, so values stay of order one.
+cell_graph make_cell(const process_grid& g, int cell, const graph_shape& s) {
+  const std::vector<uint32_t> around = cells_around(g, cell);
+  apps::random64 rng(s.seed * 0x100000001b3ull + static_cast<uint64_t>(cell));
+  cell_graph c;
+  for (cell_nodes* k : {&c.e, &c.h}) {
+    k->value.resize(s.nodes);
+    k->edges.resize(s.nodes * s.degree);
+    for (size_t i = 0; i < s.nodes; ++i) {
+      k->value[i] = 2 * rng.uniform() - 1;
+      for (size_t j = 0; j < s.degree; ++j) {
+        edge& e = k->edges[i * s.degree + j];
+        const bool out = !around.empty() && rng.uniform() < s.remote;
+        e.cell = out ? around[rng.next() % around.size()] : static_cast<uint32_t>(cell);
+        e.node = static_cast<uint32_t>(rng.next() % s.nodes);
+        e.weight = (2 * rng.uniform() - 1) / static_cast<double>(s.degree);
+      }
+    }
+  }
+  return c;
+}
+
+/// A node's new value: its value minus weight x neighbour value, edge by
+/// edge in order. The parallel run and the check both use it, so their
+/// results agree bit for bit.
+inline double updated(double v, const edge* e, const double* x, size_t degree) {
+  for (size_t k = 0; k < degree; ++k) v -= e[k].weight * x[k];
+  return v;
+}
+
+// ---- layout ------------------------------------------------------------------------
+
+/// The tile of the good layout: dividing the grid, at most `node_size`
+/// cells, the most cells, then the smallest surface (the most x extent on
+/// ties, like the naive order).
+std::array<int, 3> cube_tile(const process_grid& g, int node_size) {
+  std::array<int, 3> best{1, 1, 1};
+  int best_cells = 1, best_surface = 3;
+  for (int tx = g.x; tx >= 1; --tx)
+    for (int ty = g.y; ty >= 1; --ty)
+      for (int tz = g.z; tz >= 1; --tz) {
+        if (g.x % tx || g.y % ty || g.z % tz) continue;
+        const int cells = tx * ty * tz, surface = tx * ty + ty * tz + tz * tx;
+        if (cells > node_size) continue;
+        if (cells > best_cells || (cells == best_cells && surface < best_surface)) {
+          best = {tx, ty, tz};
+          best_cells = cells;
+          best_surface = surface;
+        }
+      }
+  return best;
+}
+
+/// The grid's cells tile by tile (tiles x fastest, cells in a tile x
+/// fastest); a 1x1x1 tile gives the plain x-fastest order.
+std::vector<int> cell_order(const process_grid& g, std::array<int, 3> t) {
+  std::vector<int> order;
+  for (int z0 = 0; z0 < g.z; z0 += t[2])
+    for (int y0 = 0; y0 < g.y; y0 += t[1])
+      for (int x0 = 0; x0 < g.x; x0 += t[0])
+        for (int z = z0; z < z0 + t[2]; ++z)
+          for (int y = y0; y < y0 + t[1]; ++y)
+            for (int x = x0; x < x0 + t[0]; ++x) order.push_back(g.index(x, y, z));
+  return order;
+}
+
+/// Each rank's cell: the nodes (named by their lowest rank, in that order)
+/// take consecutive cells of the layout's order, their ranks in rank order.
+std::vector<int> place_ranks(const process_grid& g, const std::vector<int>& node_of, bool good) {
+  const int p = static_cast<int>(node_of.size());
+  std::vector<int> ranks(static_cast<size_t>(p));
+  for (int r = 0; r < p; ++r) ranks[static_cast<size_t>(r)] = r;
+  std::stable_sort(ranks.begin(), ranks.end(), [&](int a, int b) { return node_of[a] < node_of[b]; });
+  int node_size = 0;
+  for (int r = 0; r < p; ++r)
+    node_size = std::max(node_size, static_cast<int>(std::count(node_of.begin(), node_of.end(), node_of[r])));
+  const std::vector<int> order = cell_order(g, good ? cube_tile(g, node_size) : std::array<int, 3>{1, 1, 1});
+  std::vector<int> cell_of(static_cast<size_t>(p));
+  for (size_t i = 0; i < ranks.size(); ++i) cell_of[static_cast<size_t>(ranks[i])] = order[i];
+  return cell_of;
+}
+
+/// "AxBxC ..." : the bounding box of each node's cells, node by node.
+std::string node_shapes(const process_grid& g, const std::vector<int>& node_of, const std::vector<int>& cell_of) {
+  std::string out;
+  for (size_t r = 0; r < node_of.size(); ++r) {
+    if (node_of[r] != static_cast<int>(r)) continue;  // one entry per node, at its lowest rank
+    std::array<int, 3> lo{g.x, g.y, g.z}, hi{-1, -1, -1};
+    for (size_t q = 0; q < node_of.size(); ++q) {
+      if (node_of[q] != node_of[r]) continue;
+      const auto c = g.coords(cell_of[q]);
+      for (int d = 0; d < 3; ++d) {
+        lo[d] = std::min(lo[d], c[d]);
+        hi[d] = std::max(hi[d], c[d]);
+      }
+    }
+    out += (out.empty() ? "" : " ") + std::to_string(hi[0] - lo[0] + 1) + "x" + std::to_string(hi[1] - lo[1] + 1) +
+           "x" + std::to_string(hi[2] - lo[2] + 1);
+  }
+  return out;
+}
+
+// ---- the parallel half-step --------------------------------------------------------
+
+constexpr uint32_t remote_bit = 1u << 31;
+
+/// How one kind's half-step finds its neighbours' values: each edge reads
+/// this rank's array of the other kind, or a slot fetched from elsewhere.
+struct half_step {
+  std::vector<uint32_t> from;                     // per edge: own index, or remote_bit | slot
+  std::vector<gas::global_ptr<double>> remote;    // per slot: where the value lives
+  std::vector<double> fetched;                    // per slot: its value this half-step
+};
+
+/// naive: one slot per remote edge; ghost: one per distinct remote neighbour.
+half_step plan(const cell_nodes& k, int my_cell, const std::vector<int>& rank_of_cell,
+               gas::global_ptr<double> other_values, size_t nodes, bool ghost) {
+  half_step s;
+  std::unordered_map<uint64_t, uint32_t> slot_of;
+  s.from.reserve(k.edges.size());
+  for (const edge& e : k.edges) {
+    if (e.cell == static_cast<uint32_t>(my_cell)) {
+      s.from.push_back(e.node);
+      continue;
+    }
+    const uint64_t key = static_cast<uint64_t>(e.cell) * nodes + e.node;
+    if (ghost)
+      if (auto it = slot_of.find(key); it != slot_of.end()) {
+        s.from.push_back(remote_bit | it->second);
+        continue;
+      }
+    const auto slot = static_cast<uint32_t>(s.remote.size());
+    slot_of.emplace(key, slot);
+    s.remote.push_back(other_values.on(rank_of_cell[e.cell]) + static_cast<std::ptrdiff_t>(e.node));
+    s.from.push_back(remote_bit | slot);
+  }
+  s.fetched.resize(s.remote.size());
+  return s;
+}
+
+/// The remote reads of a half-step: blocking reads (naive) or split-phase
+/// gets and one sync (ghost).
+void fetch(half_step& s, bool ghost) {
+  if (!ghost) {
+    for (size_t i = 0; i < s.remote.size(); ++i) s.fetched[i] = gas::read(s.remote[i]);
+    return;
+  }
+  for (size_t i = 0; i < s.remote.size(); ++i) gas::get(&s.fetched[i], s.remote[i]);
+  gas::sync();
+}
+
+/// The update of a half-step, from this rank's values of the other kind and the fetched ones.
+void update(double* mine, const cell_nodes& k, const half_step& s, const double* other, size_t degree,
+            std::vector<double>& x) {
+  const size_t nodes = k.value.size();
+  for (size_t i = 0; i < nodes; ++i) {
+    for (size_t j = 0; j < degree; ++j) {
+      const uint32_t f = s.from[i * degree + j];
+      x[j] = f & remote_bit ? s.fetched[f & ~remote_bit] : other[f];
+    }
+    mine[i] = updated(mine[i], &k.edges[i * degree], x.data(), degree);
+  }
+}
+
+/// The whole run, sequentially over every cell (rank 0's check).
+void simulate_sequentially(const std::vector<cell_graph>& cells, std::vector<std::vector<double>>& e,
+                           std::vector<std::vector<double>>& h, size_t degree, size_t steps) {
+  std::vector<double> x(degree);
+  auto half = [&](std::vector<std::vector<double>>& mine, const std::vector<std::vector<double>>& other,
+                  cell_nodes cell_graph::*kind) {
+    for (size_t c = 0; c < cells.size(); ++c) {
+      const cell_nodes& k = cells[c].*kind;
+      for (size_t i = 0; i < k.value.size(); ++i) {
+        const edge* es = &k.edges[i * degree];
+        for (size_t j = 0; j < degree; ++j) x[j] = other[es[j].cell][es[j].node];
+        mine[c][i] = updated(mine[c][i], es, x.data(), degree);
+      }
+    }
+  };
+  for (size_t step = 0; step < steps; ++step) {
+    half(e, h, &cell_graph::e);
+    half(h, e, &cell_graph::h);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  clump::runtime rt{argc, argv};
+  gas::space gs{rt};
+  apps::app a(argc, argv, "em3d",
+              "EM3D: E and H values on an irregular bipartite graph, neighbours read with fine-grained gas reads");
+  const size_t nodes = a.number("--nodes", "E nodes (and as many H nodes) per process", 100, 1000, 2500);
+  const size_t degree = a.number("--degree", "edges per node", 8, 20, 20);
+  const double remote = a.real("--remote", "fraction of edges into a neighbouring cell", 0.4, 0.4, 0.4);
+  const size_t steps = a.number("--steps", "steps (an E and an H half-step each)", 3, 2, 10);
+  const bool good = a.word("--layout", "which rank takes which cell (see the source)", "naive,good") == "good";
+  const bool ghost = a.word("--version", "naive: a blocking read per remote edge; ghost: split-phase gets of each "
+                                          "remote neighbour once",
+                            "naive,ghost") == "ghost";
+  const int gx = static_cast<int>(a.number("--grid-x", "cells along x (0: as near a cube as P allows)", 0, 0, 0));
+  const int gy = static_cast<int>(a.number("--grid-y", "cells along y (0: automatic)", 0, 0, 0));
+  const int gz = static_cast<int>(a.number("--grid-z", "cells along z (0: automatic)", 0, 0, 0));
+  a.parsed();
+  const int me = a.rank(), p = a.size();
+  process_grid g = apps::balanced_grid(p, 3);
+  if (gx || gy || gz) g = {std::max(gx, 1), std::max(gy, 1), std::max(gz, 1)};
+  const char* bad = g.cells() != p                         ? "--grid-x * --grid-y * --grid-z must be the process count"
+                    : nodes == 0 || nodes >= remote_bit    ? "--nodes must be between 1 and 2^31 - 1"
+                    : degree == 0                          ? "--degree must be at least 1"
+                    : !(remote >= 0 && remote <= 1)        ? "--remote must be between 0 and 1"
+                                                           : nullptr;
+  if (bad) {
+    if (me == 0) std::fprintf(stderr, "em3d: %s\n", bad);
+    gas::barrier();
+    rt.exit(2);
+  }
+  const graph_shape shape{nodes, degree, remote, a.seed()};
+
+  a.phase("build graph");
+  auto e_values = gas::all_alloc<double>(nodes), h_values = gas::all_alloc<double>(nodes);
+  // My node: the lowest rank whose segment is mapped here.
+  int my_node = 0;
+  while (!e_values.on(my_node).is_local()) ++my_node;
+  std::vector<int> node_of(static_cast<size_t>(p));
+  gas::all_gather(&my_node, node_of.data(), 1);
+  const std::vector<int> cell_of = place_ranks(g, node_of, good);
+  std::vector<int> rank_of_cell(static_cast<size_t>(p));
+  for (int r = 0; r < p; ++r) rank_of_cell[static_cast<size_t>(cell_of[static_cast<size_t>(r)])] = r;
+  const int my_cell = cell_of[static_cast<size_t>(me)];
+  const cell_graph mine = make_cell(g, my_cell, shape);
+  double* e = e_values.local();
+  double* h = h_values.local();
+  std::copy(mine.e.value.begin(), mine.e.value.end(), e);
+  std::copy(mine.h.value.begin(), mine.h.value.end(), h);
+  half_step e_step = plan(mine.e, my_cell, rank_of_cell, h_values, nodes, ghost);
+  half_step h_step = plan(mine.h, my_cell, rank_of_cell, e_values, nodes, ghost);
+  // Where the edges lead: this process, another of this node, another node.
+  uint64_t edges_to[3] = {0, 0, 0};
+  for (const cell_nodes* k : {&mine.e, &mine.h})
+    for (const edge& ed : k->edges) {
+      const int owner = rank_of_cell[ed.cell];
+      ++edges_to[owner == me ? 0 : node_of[static_cast<size_t>(owner)] == my_node ? 1 : 2];
+    }
+  gas::all_reduce(edges_to, 3);
+
+  a.phase("simulate");
+  const gas::traffic_counts traffic_before = gas::traffic();
+  double read_seconds = 0, work_seconds = 0;
+  std::vector<double> x(degree);
+  auto half = [&](half_step& s, double* values, const cell_nodes& k, const double* other) {
+    const auto start = std::chrono::steady_clock::now();
+    fetch(s, ghost);
+    read_seconds += apps::seconds_since(start);
+    update(values, k, s, other, degree, x);
+    work_seconds += apps::seconds_since(start);
+    gas::barrier();
+  };
+  for (size_t step = 0; step < steps; ++step) {
+    half(e_step, e, mine.e, h);
+    half(h_step, h, mine.h, e);
+  }
+  const double messages = apps::network_messages_since(traffic_before);
+  a.done_timing();
+
+  const apps::rank_spread reads(read_seconds), work(work_seconds), sent(messages);
+  const double all_edges = static_cast<double>(edges_to[0] + edges_to[1] + edges_to[2]);
+  char grid_text[64];
+  std::snprintf(grid_text, sizeof grid_text, "%dx%dx%d", g.x, g.y, g.z);
+  a.note("nodes per process", static_cast<double>(nodes));
+  a.note("degree", static_cast<double>(degree));
+  a.note("remote", remote);
+  a.note("steps", static_cast<double>(steps));
+  a.note("version", ghost ? "ghost" : "naive");
+  a.note("layout", good ? "good" : "naive");
+  a.note("grid", grid_text);
+  a.note("node shapes", node_shapes(g, node_of, cell_of));
+  char edges_text[64];
+  std::snprintf(edges_text, sizeof edges_text, "%.1f / %.1f / %.1f", 100 * static_cast<double>(edges_to[0]) / all_edges,
+                100 * static_cast<double>(edges_to[1]) / all_edges, 100 * static_cast<double>(edges_to[2]) / all_edges);
+  a.note("edges to own/node/net %", edges_text);
+  a.note("read seconds min/median/max", reads.text());
+  a.note("half-step work seconds min/median/max", work.text());
+  a.note("net msgs per process min/median/max", sent.text("%.0f"));
+
+  // The check (not timed): the same steps sequentially, every value compared bit for bit.
+  if (me == 0) {
+    std::vector<cell_graph> cells;
+    std::vector<std::vector<double>> e_ref(static_cast<size_t>(p)), h_ref(static_cast<size_t>(p));
+    for (int c = 0; c < p; ++c) {
+      cells.push_back(make_cell(g, c, shape));
+      e_ref[static_cast<size_t>(c)] = cells.back().e.value;
+      h_ref[static_cast<size_t>(c)] = cells.back().h.value;
+    }
+    simulate_sequentially(cells, e_ref, h_ref, degree, steps);
+    std::vector<double> got(nodes);
+    size_t wrong = 0;
+    double worst = 0;
+    for (int r = 0; r < p; ++r) {
+      const size_t c = static_cast<size_t>(cell_of[static_cast<size_t>(r)]);
+      for (int kind = 0; kind < 2; ++kind) {
+        gas::read(got.data(), (kind ? h_values : e_values).on(r), nodes);
+        const std::vector<double>& want = kind ? h_ref[c] : e_ref[c];
+        for (size_t i = 0; i < nodes; ++i)
+          if (got[i] != want[i]) {
+            ++wrong;
+            worst = std::max(worst, std::abs(got[i] - want[i]));
+          }
+      }
+    }
+    a.check(wrong == 0, "%zu of %zu values differ from the sequential run (largest difference %g)", wrong,
+            2 * nodes * static_cast<size_t>(p), worst);
+  }
+  return a.finish();
+}

@@ -1,0 +1,30 @@
+#pragma once
+// The sorting programs' input and its multiset fingerprint, without clump,
+// so that apps/mpi's MPI radix sort sorts the very same keys.
+
+#include <cstdint>
+#include <vector>
+
+#include "random64.hpp"
+
+namespace apps::radix {
+
+/// Rank r's input: n keys from the seed and the rank.
+inline std::vector<uint32_t> input_of(uint64_t seed, int r, size_t n) {
+  random64 g(seed * 1000003 + static_cast<uint64_t>(r));
+  std::vector<uint32_t> keys(n);
+  for (uint32_t& k : keys) k = static_cast<uint32_t>(g.next());
+  return keys;
+}
+
+/// Sum, sum of squares and xor of the keys: equal for equal multisets.
+struct fingerprint {
+  uint64_t sum = 0, squares = 0, bits = 0;
+  void add(uint32_t k) {
+    sum += k;
+    squares += static_cast<uint64_t>(k) * k;
+    bits ^= static_cast<uint64_t>(k) * 0x9e3779b97f4a7c15ull;
+  }
+};
+
+}  // namespace apps::radix

@@ -1,0 +1,6 @@
+// radix: radix sort with one one-way store per key (see radix_sort.hpp).
+//
+//   clumprun -n 4 ./radix [--keys N] [--size test|small|large]
+#include "radix_sort.hpp"
+
+int main(int argc, char** argv) { return apps::radix::run(argc, argv, false); }

@@ -1,0 +1,7 @@
+// radixb: radix sort whose keys move in bulk stores, one per run of global
+// places on one process (see ../radix/radix_sort.hpp).
+//
+//   clumprun -n 4 ./radixb [--keys N] [--size test|small|large]
+#include "../radix/radix_sort.hpp"
+
+int main(int argc, char** argv) { return apps::radix::run(argc, argv, true); }
