@@ -63,6 +63,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <fmt/core.h>
+
 #include "app.hpp"
 #include "process_grid.hpp"
 #include "measure.hpp"
@@ -205,8 +207,8 @@ std::string node_shapes(const process_grid& g, const std::vector<int>& node_of, 
         hi[d] = std::max(hi[d], c[d]);
       }
     }
-    out += (out.empty() ? "" : " ") + std::to_string(hi[0] - lo[0] + 1) + "x" + std::to_string(hi[1] - lo[1] + 1) +
-           "x" + std::to_string(hi[2] - lo[2] + 1);
+    // (fmt, not "x" + std::to_string(...): GCC 12 -O3 -Wrestrict false positive)
+    out += fmt::format("{}{}x{}x{}", out.empty() ? "" : " ", hi[0] - lo[0] + 1, hi[1] - lo[1] + 1, hi[2] - lo[2] + 1);
   }
   return out;
 }

@@ -50,6 +50,8 @@
 #include <cstring>
 #include <vector>
 
+#include <fmt/core.h>
+
 #include "../em3d/measure.hpp"
 #include "app.hpp"
 
@@ -178,7 +180,7 @@ int main(int argc, char** argv) {
   a.note("fish per process", static_cast<double>(n));
   a.note("steps", static_cast<double>(steps));
   a.note("fetch", block ? "block" : "fish");
-  a.note("poll", polling ? "every " + std::to_string(poll_every) + " fish" : "none");
+  a.note("poll", polling ? fmt::format("every {} fish", poll_every) : std::string("none"));
   if (block)
     a.note("block gets", std::to_string(block_bytes) + " B: " +
                              (pulled ? "AM get, a long reply (the progress thread can answer)"
