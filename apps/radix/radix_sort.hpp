@@ -28,6 +28,7 @@
 
 #include "app.hpp"
 #include "keys.hpp"
+#include "all_fingerprint.hpp"
 
 namespace apps::radix {
 
@@ -35,16 +36,6 @@ namespace gas = clump::gas;
 
 inline constexpr unsigned digit_bits = 8;
 inline constexpr unsigned digits = 1u << digit_bits;
-
-/// The fingerprint of every rank's keys (collective).
-inline fingerprint all_fingerprint(std::span<const uint32_t> keys) {
-  fingerprint f;
-  for (uint32_t k : keys) f.add(k);
-  uint64_t v[2] = {f.sum, f.squares};
-  gas::all_reduce(v, 2);
-  gas::all_reduce(&f.bits, 1, std::bit_xor<uint64_t>());
-  return {v[0], v[1], f.bits};
-}
 
 inline int run(int argc, char** argv, bool bulk) {
   clump::runtime rt{argc, argv};
