@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <type_traits>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -85,44 +86,44 @@ const std::string* value_of(const std::vector<std::string>& args, std::vector<bo
 }  // namespace
 
 namespace {
+
+/// Reads `text` as a T: a whole number (no sign) or a real; false when it is not one.
 template <class T>
-T by_class(int c, T test, T small, T large) {
-  return c == 0 ? test : c == 1 ? small : large;
+bool read_as(const std::string& text, T& out) {
+  char* end = nullptr;
+  if constexpr (std::is_floating_point_v<T>) {
+    out = std::strtod(text.c_str(), &end);
+  } else {
+    if (!text.empty() && text[0] == '-') return false;
+    out = std::strtoull(text.c_str(), &end, 0);
+  }
+  return !text.empty() && *end == 0;
 }
+
 }  // namespace
 
-uint64_t app::number(const char* name, const char* help, uint64_t test, uint64_t small, uint64_t large) {
+template <class T>
+T app::option(const char* name, const char* help, T test, T small, T large, const char* kind) {
   if (help)
-    help_ += fmt::format("  {:<19} {} (default {}; test {}, large {})\n", fmt::format("{} N", name), help, small, test,
-                         large);
-  uint64_t v = by_class(size_class_, test, small, large);
+    help_ += fmt::format("  {:<19} {} (default {}; test {}, large {})\n",
+                         fmt::format("{} {}", name, std::is_floating_point_v<T> ? "X" : "N"), help, small, test, large);
+  T v = size_class_ == 0 ? test : size_class_ == 1 ? small : large;
   if (const std::string* s = value_of(args_, used_, name, bad_)) {
-    char* end = nullptr;
-    const unsigned long long x = std::strtoull(s->c_str(), &end, 0);
-    if (s->empty() || *end || (*s)[0] == '-') {
-      if (bad_.empty()) bad_ = fmt::format("{} {}: expected a whole number", name, *s);
-    } else {
+    T x{};
+    if (read_as(*s, x))
       v = x;
-    }
+    else if (bad_.empty())
+      bad_ = fmt::format("{} {}: expected {}", name, *s, kind);
   }
   return v;
+}
+
+uint64_t app::number(const char* name, const char* help, uint64_t test, uint64_t small, uint64_t large) {
+  return option(name, help, test, small, large, "a whole number");
 }
 
 double app::real(const char* name, const char* help, double test, double small, double large) {
-  if (help)
-    help_ += fmt::format("  {:<19} {} (default {}; test {}, large {})\n", fmt::format("{} X", name), help, small, test,
-                         large);
-  double v = by_class(size_class_, test, small, large);
-  if (const std::string* s = value_of(args_, used_, name, bad_)) {
-    char* end = nullptr;
-    const double x = std::strtod(s->c_str(), &end);
-    if (s->empty() || *end) {
-      if (bad_.empty()) bad_ = fmt::format("{} {}: expected a number", name, *s);
-    } else {
-      v = x;
-    }
-  }
-  return v;
+  return option(name, help, test, small, large, "a number");
 }
 
 std::string app::word(const char* name, const char* help, const char* choices) {

@@ -81,6 +81,8 @@ class app {
     double seconds = 0;
     clump::gas::traffic_counts moved;
   };
+  template <class T>
+  T option(const char* name, const char* help, T test, T small, T large, const char* kind);
   void close_phase();
   [[noreturn]] void usage_exit(int code, const std::string& why);
 

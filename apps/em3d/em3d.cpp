@@ -50,6 +50,10 @@
 // with the same operations in the same order, and compares every value
 // with the parallel run's, bit for bit.
 //
+// The graph, a node's update and the check's sequential run are in
+// graph.hpp, without clump, so apps/mpi/em3d_mpi (the MPI peer) works on the
+// very same graph.
+//
 //   clumprun -n 4 [-N 2] ./em3d [--nodes N] [--degree D] [--remote F] [--steps S]
 //       [--layout naive|good] [--version naive|ghost] [--grid-x X --grid-y Y --grid-z Z]
 //       [--size test|small|large]
@@ -66,80 +70,21 @@
 #include <fmt/core.h>
 
 #include "app.hpp"
-#include "process_grid.hpp"
+#include "graph.hpp"
 #include "measure.hpp"
+#include "process_grid.hpp"
 
 namespace gas = clump::gas;
 
 namespace {
 
 using apps::process_grid;
-
-struct edge {
-  uint32_t cell;  // the neighbour's cell
-  uint32_t node;  // its index there
-  double weight;
-};
-
-/// A cell's nodes of one kind: their values and, for node i, its edges at
-/// [i * degree, (i + 1) * degree).
-struct cell_nodes {
-  std::vector<double> value;
-  std::vector<edge> edges;
-};
-
-struct cell_graph {
-  cell_nodes e, h;
-};
-
-struct graph_shape {
-  size_t nodes, degree;
-  double remote;
-  uint64_t seed;
-};
-
-/// The cells around `cell` (up to 26), in a fixed order.
-std::vector<uint32_t> cells_around(const process_grid& g, int cell) {
-  const auto [x, y, z] = g.coords(cell);
-  std::vector<uint32_t> around;
-  for (int dz = -1; dz <= 1; ++dz)
-    for (int dy = -1; dy <= 1; ++dy)
-      for (int dx = -1; dx <= 1; ++dx)
-        if ((dx || dy || dz) && g.inside(x + dx, y + dy, z + dz))
-          around.push_back(static_cast<uint32_t>(g.index(x + dx, y + dy, z + dz)));
-  return around;
-}
-
-/// Cell `cell`'s part of the graph: a function of the seed and the cell.
-/// Weights are uniform in +-1/degree, so values stay of order one.
-cell_graph make_cell(const process_grid& g, int cell, const graph_shape& s) {
-  const std::vector<uint32_t> around = cells_around(g, cell);
-  apps::random64 rng(s.seed * 0x100000001b3ull + static_cast<uint64_t>(cell));
-  cell_graph c;
-  for (cell_nodes* k : {&c.e, &c.h}) {
-    k->value.resize(s.nodes);
-    k->edges.resize(s.nodes * s.degree);
-    for (size_t i = 0; i < s.nodes; ++i) {
-      k->value[i] = 2 * rng.uniform() - 1;
-      for (size_t j = 0; j < s.degree; ++j) {
-        edge& e = k->edges[i * s.degree + j];
-        const bool out = !around.empty() && rng.uniform() < s.remote;
-        e.cell = out ? around[rng.next() % around.size()] : static_cast<uint32_t>(cell);
-        e.node = static_cast<uint32_t>(rng.next() % s.nodes);
-        e.weight = (2 * rng.uniform() - 1) / static_cast<double>(s.degree);
-      }
-    }
-  }
-  return c;
-}
-
-/// A node's new value: its value minus weight x neighbour value, edge by
-/// edge in order. The parallel run and the check both use it, so their
-/// results agree bit for bit.
-inline double updated(double v, const edge* e, const double* x, size_t degree) {
-  for (size_t k = 0; k < degree; ++k) v -= e[k].weight * x[k];
-  return v;
-}
+using apps::em3d::cell_graph;
+using apps::em3d::cell_nodes;
+using apps::em3d::edge;
+using apps::em3d::graph_shape;
+using apps::em3d::make_cell;
+using apps::em3d::updated;
 
 // ---- layout ------------------------------------------------------------------------
 
@@ -275,27 +220,6 @@ void update(double* mine, const cell_nodes& k, const half_step& s, const double*
   }
 }
 
-/// The whole run, sequentially over every cell (rank 0's check).
-void simulate_sequentially(const std::vector<cell_graph>& cells, std::vector<std::vector<double>>& e,
-                           std::vector<std::vector<double>>& h, size_t degree, size_t steps) {
-  std::vector<double> x(degree);
-  auto half = [&](std::vector<std::vector<double>>& mine, const std::vector<std::vector<double>>& other,
-                  cell_nodes cell_graph::*kind) {
-    for (size_t c = 0; c < cells.size(); ++c) {
-      const cell_nodes& k = cells[c].*kind;
-      for (size_t i = 0; i < k.value.size(); ++i) {
-        const edge* es = &k.edges[i * degree];
-        for (size_t j = 0; j < degree; ++j) x[j] = other[es[j].cell][es[j].node];
-        mine[c][i] = updated(mine[c][i], es, x.data(), degree);
-      }
-    }
-  };
-  for (size_t step = 0; step < steps; ++step) {
-    half(e, h, &cell_graph::e);
-    half(h, e, &cell_graph::h);
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -398,14 +322,7 @@ int main(int argc, char** argv) {
 
   // The check (not timed): the same steps sequentially, every value compared bit for bit.
   if (me == 0) {
-    std::vector<cell_graph> cells;
-    std::vector<std::vector<double>> e_ref(static_cast<size_t>(p)), h_ref(static_cast<size_t>(p));
-    for (int c = 0; c < p; ++c) {
-      cells.push_back(make_cell(g, c, shape));
-      e_ref[static_cast<size_t>(c)] = cells.back().e.value;
-      h_ref[static_cast<size_t>(c)] = cells.back().h.value;
-    }
-    simulate_sequentially(cells, e_ref, h_ref, degree, steps);
+    const apps::em3d::grid_values want_all = apps::em3d::sequential_run(g, shape, steps);
     std::vector<double> got(nodes);
     size_t wrong = 0;
     double worst = 0;
@@ -413,7 +330,7 @@ int main(int argc, char** argv) {
       const size_t c = static_cast<size_t>(cell_of[static_cast<size_t>(r)]);
       for (int kind = 0; kind < 2; ++kind) {
         gas::read(got.data(), (kind ? h_values : e_values).on(r), nodes);
-        const std::vector<double>& want = kind ? h_ref[c] : e_ref[c];
+        const std::vector<double>& want = kind ? want_all.h[c] : want_all.e[c];
         for (size_t i = 0; i < nodes; ++i)
           if (got[i] != want[i]) {
             ++wrong;
