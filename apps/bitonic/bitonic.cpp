@@ -85,10 +85,10 @@ bool compare_split(const gas::spread_array<key>& from, const gas::spread_array<k
 
 int main(int argc, char** argv) {
   clump::runtime rt{argc, argv};
-  gas::space gs{rt, 0};
-  apps::app a(argc, argv, "bitonic", "bitonic sort of 32-bit keys; blocks of keys compare-split with bulk gets");
-  const apps::sorting::input in = apps::sorting::input_options(a, 1u << 12, 1u << 20, 1u << 22);
-  a.parsed();
+  apps::app a(rt, argc, argv, "bitonic", "bitonic sort of 32-bit keys; blocks of keys compare-split with bulk gets");
+  const apps::sorting::input in = apps::sorting::input_options(a, 1u << 12, 1u << 20, 1u << 26);
+  // The two arrays of n keys a process, and the check's gather.
+  a.parsed(2 * in.n * sizeof(key) + apps::sorting::check_bytes(in, a.size()));
   const size_t n = in.n;
   const int me = a.rank(), p = a.size();
   const int q = static_cast<int>(std::bit_ceil(static_cast<unsigned>(p)));

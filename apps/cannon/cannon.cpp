@@ -32,21 +32,22 @@ using apps::matrix::block_matrix;
 
 int main(int argc, char** argv) {
   clump::runtime rt{argc, argv};
-  gas::space gs{rt, 0};
-  apps::app a(argc, argv, "cannon",
+  apps::app a(rt, argc, argv, "cannon",
               "Cannon's matrix multiply; blocks shift with bulk gets, overlapped with the multiply");
-  const size_t n = a.number("--n", "rows and columns of the matrices", 96, 1024, 2048);
+  const size_t n = a.number("--n", "rows and columns of the matrices", 96, 1024, 8192);
   size_t q = a.number("--grid",
                       "blocks per side of the virtual processor grid (0: the smallest q >= sqrt(P) with "
                       "q^2 a multiple of P)",
                       0, 0, 0);
-  a.parsed();
   const size_t p = static_cast<size_t>(a.size());
   if (q == 0) {
     q = static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(p))));
     while (q * q % p) ++q;
   }
-  if (n == 0 || q > n) {
+  const bool usable = n > 0 && q <= n;
+  // Five matrices: two buffers each of A and B, and C.
+  a.parsed(usable ? 5 * block_matrix::points_on_each(q, (n + q - 1) / q, p) * sizeof(double) : 0);
+  if (!usable) {
     if (a.rank() == 0) std::fprintf(stderr, "cannon: --n %zu --grid %zu: expected 0 < grid <= n\n", n, q);
     return 2;
   }

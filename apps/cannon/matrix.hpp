@@ -27,7 +27,12 @@ class block_matrix {
         b_(b),
         p_(static_cast<size_t>(gas::space::current().size())),
         me_(gas::space::current().rank()),
-        base_(gas::all_alloc<double>(std::max<size_t>((q * q + p_ - 1) / p_, 1) * b * b)) {}
+        base_(gas::all_alloc<double>(points_on_each(q, b, p_))) {}
+
+  /// The doubles each of p processes holds of a q x q grid of b x b blocks.
+  static size_t points_on_each(size_t q, size_t b, size_t p) noexcept {
+    return std::max<size_t>((q * q + p - 1) / p, 1) * b * b;
+  }
 
   size_t blocks_per_side() const noexcept { return q_; }
   size_t block_size() const noexcept { return b_; }

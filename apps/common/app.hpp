@@ -5,10 +5,10 @@
 //
 //   int main(int argc, char** argv) {
 //     clump::runtime rt{argc, argv};
-//     clump::gas::space gs{rt};
-//     apps::app app(argc, argv, "radix", "sorts keys with a one-way store permutation per pass");
+//     apps::app app(rt, argc, argv, "radix", "sorts keys with a one-way store permutation per pass");
 //     const size_t keys = app.number("--keys", "keys per process", 1 << 12, 1 << 18, 1 << 22);
-//     app.parsed();                      // unknown options end the job here (exit 2)
+//     app.parsed(2 * keys * 4);          // unknown options end the job here (exit 2); then the
+//                                        // gas space, with room for this input
 //     ... app.phase("local histogram"); ...; app.phase("permute"); ...
 //     app.done_timing();                 // the run is over; the check is not timed
 //     app.check(sorted, "the keys are not sorted (first bad index %zu)", bad);
@@ -17,6 +17,10 @@
 //
 // Every rank calls the same functions in the same order: phase(), parsed(),
 // done_timing(), check() and finish() are collective.
+//
+// The app makes the gas space once the options are read, so that a program
+// can size its segment for its input: the 64 MiB default (CLUMP_GAS_SEGMENT)
+// holds the small inputs, not the large ones.
 
 #include <clump/clump.hpp>
 #include <clump/gas.hpp>
@@ -24,42 +28,56 @@
 #include <chrono>
 #include <cstdarg>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "options.hpp"
 #include "random64.hpp"
+#include "report.hpp"
 
 namespace apps {
 
 class app {
  public:
   /// Reads the common options: --size test|small|large, --seed N, --json
-  /// FILE, --help. `what` is one line for --help.
-  app(int argc, char** argv, const char* name, const char* what);
+  /// FILE, --help (options.hpp). `what` is one line for --help. The gas
+  /// space comes with parsed().
+  app(clump::runtime& rt, int argc, char** argv, const char* name, const char* what);
 
   /// The input size: 0 test (a fraction of a second, for the test suite),
-  /// 1 small (seconds, the default), 2 large (about a minute).
-  int size_class() const noexcept { return size_class_; }
-  uint64_t seed() const noexcept { return seed_; }
+  /// 1 small (seconds, the default), 2 large (about a minute with 4 processes on one node).
+  int size_class() const noexcept { return opts_.size_class(); }
+  uint64_t seed() const noexcept { return opts_.seed(); }
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
 
   /// An integer option `--name N`, with a default for each size class.
-  uint64_t number(const char* name, const char* help, uint64_t test, uint64_t small, uint64_t large);
+  uint64_t number(const char* name, const char* help, uint64_t test, uint64_t small, uint64_t large) {
+    return opts_.number(name, help, test, small, large);
+  }
   /// A real option `--name X`, with a default for each size class.
-  double real(const char* name, const char* help, double test, double small, double large);
+  double real(const char* name, const char* help, double test, double small, double large) {
+    return opts_.real(name, help, test, small, large);
+  }
   /// A word option `--name WORD`, one of `choices` (comma-separated); the first is the default.
-  std::string word(const char* name, const char* help, const char* choices);
+  std::string word(const char* name, const char* help, const char* choices) {
+    return opts_.word(name, help, choices);
+  }
   /// A flag `--name`.
-  bool flag(const char* name, const char* help);
+  bool flag(const char* name, const char* help) { return opts_.flag(name, help); }
 
   /// After the options: --help prints them and ends the job (exit 0), an
-  /// unknown option or a bad value ends it with the reason (exit 2).
+  /// unknown option or a bad value ends it with the reason (exit 2). Then
+  /// makes the gas space, with a segment of at least `gas_bytes` (what the
+  /// program allocates on each process, its collectives' staging included)
+  /// plus room for the allocator; CLUMP_GAS_SEGMENT when that is larger.
   /// Collective (a barrier: the timing starts here).
-  void parsed();
+  void parsed(size_t gas_bytes = 0);
 
-  /// Starts phase `name` (and ends the one before); collective. A phase's
-  /// time is the longest any rank took; its traffic the sum over ranks.
+  /// Starts phase `name` (and ends the one before); collective. A phase
+  /// started again (every pass of a sort) adds to its record. A phase's
+  /// time is the longest any rank spent in it; its traffic the sum over ranks.
   void phase(const char* name);
   /// Ends the timed part (and the last phase); collective.
   void done_timing();
@@ -76,27 +94,14 @@ class app {
   int finish();
 
  private:
-  struct phase_record {
-    std::string name;
-    double seconds = 0;
-    clump::gas::traffic_counts moved;
-  };
-  template <class T>
-  T option(const char* name, const char* help, T test, T small, T large, const char* kind);
-  void close_phase();
   [[noreturn]] void usage_exit(int code, const std::string& why);
 
-  std::vector<std::string> args_;
-  std::vector<bool> used_;
-  std::string name_, what_, help_, json_, bad_;
-  int size_class_ = 1;
-  bool help_asked_ = false;
-  uint64_t seed_ = 1;
+  clump::runtime& rt_;
+  options opts_;
+  std::optional<clump::gas::space> space_;  // made by parsed(); goes after the program's gas objects
   int rank_ = 0, size_ = 1;
-  std::vector<phase_record> phases_;
-  bool in_phase_ = false;
-  std::chrono::steady_clock::time_point phase_start_, run_start_;
-  clump::gas::traffic_counts phase_moved_{};
+  phase_log log_;
+  std::chrono::steady_clock::time_point run_start_;
   double run_seconds_ = 0;
   std::vector<std::string> failures_;
   std::vector<std::pair<std::string, std::string>> notes_;

@@ -224,13 +224,11 @@ void update(double* mine, const cell_nodes& k, const half_step& s, const double*
 
 int main(int argc, char** argv) {
   clump::runtime rt{argc, argv};
-  gas::space gs{rt};
-  apps::app a(argc, argv, "em3d",
+  apps::app a(rt, argc, argv, "em3d",
               "EM3D: E and H values on an irregular bipartite graph, neighbours read with fine-grained gas reads");
-  const size_t nodes = a.number("--nodes", "E nodes (and as many H nodes) per process", 100, 1000, 2500);
-  const size_t degree = a.number("--degree", "edges per node", 8, 20, 20);
-  const double remote = a.real("--remote", "fraction of edges into a neighbouring cell", 0.4, 0.4, 0.4);
-  const size_t steps = a.number("--steps", "steps (an E and an H half-step each)", 3, 2, 10);
+  const apps::em3d::run_options run = apps::em3d::read_options(a);
+  const size_t nodes = run.shape.nodes, degree = run.shape.degree, steps = run.steps;
+  const double remote = run.shape.remote;
   const bool good = a.word("--layout", "which rank takes which cell (see the source)", "naive,good") == "good";
   const bool ghost = a.word("--version", "naive: a blocking read per remote edge; ghost: split-phase gets of each "
                                           "remote neighbour once",
@@ -238,7 +236,7 @@ int main(int argc, char** argv) {
   const int gx = static_cast<int>(a.number("--grid-x", "cells along x (0: as near a cube as P allows)", 0, 0, 0));
   const int gy = static_cast<int>(a.number("--grid-y", "cells along y (0: automatic)", 0, 0, 0));
   const int gz = static_cast<int>(a.number("--grid-z", "cells along z (0: automatic)", 0, 0, 0));
-  a.parsed();
+  a.parsed(2 * nodes * sizeof(double));  // the E and H values
   const int me = a.rank(), p = a.size();
   process_grid g = apps::balanced_grid(p, 3);
   if (gx || gy || gz) g = {std::max(gx, 1), std::max(gy, 1), std::max(gz, 1)};
@@ -252,7 +250,7 @@ int main(int argc, char** argv) {
     gas::barrier();
     rt.exit(2);
   }
-  const graph_shape shape{nodes, degree, remote, a.seed()};
+  const graph_shape& shape = run.shape;
 
   a.phase("build graph");
   auto e_values = gas::all_alloc<double>(nodes), h_values = gas::all_alloc<double>(nodes);

@@ -39,6 +39,25 @@ struct graph_shape {
   uint64_t seed;
 };
 
+/// The options em3d and its MPI peer share, with their defaults for each
+/// size class (large: about a minute with 4 processes on one node).
+struct run_options {
+  graph_shape shape;
+  uint64_t steps;
+};
+
+/// Reads them; A is apps::app or apps::mpi_app.
+template <class A>
+run_options read_options(A& a) {
+  run_options o{};
+  o.shape.nodes = a.number("--nodes", "E nodes (and as many H nodes) per process", 100, 1000, 100000);
+  o.shape.degree = a.number("--degree", "edges per node", 8, 20, 20);
+  o.shape.remote = a.real("--remote", "fraction of edges into a neighbouring cell", 0.4, 0.4, 0.4);
+  o.steps = a.number("--steps", "steps (an E and an H half-step each)", 3, 2, 150);
+  o.shape.seed = a.seed();
+  return o;
+}
+
 /// The cells around `cell` (up to 26), in a fixed order.
 inline std::vector<uint32_t> cells_around(const process_grid& g, int cell) {
   const auto [x, y, z] = g.coords(cell);

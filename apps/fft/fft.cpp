@@ -131,11 +131,11 @@ std::vector<cplx> gather_on_root(const gas::spread_array<cplx>& a, int me, int p
 
 int main(int argc, char** argv) {
   clump::runtime rt{argc, argv};
-  gas::space gs{rt, 0};
-  apps::app a(argc, argv, "fft", "1D FFT of N complex points; butterflies across processes get one point at a time");
-  const size_t n = a.number("--points", "points in all (a power of two)", 1u << 10, 1u << 20, 1u << 22);
+  apps::app a(rt, argc, argv, "fft", "1D FFT of N complex points; butterflies across processes get one point at a time");
+  const size_t n = a.number("--points", "points in all (a power of two)", 1u << 10, 1u << 20, 1u << 26);
   const std::string arrangement = a.word("--layout", "how the points are spread", "cyclic,blocked");
-  a.parsed();
+  const size_t share = (n + static_cast<size_t>(a.size()) - 1) / static_cast<size_t>(a.size());
+  a.parsed(2 * share * sizeof(cplx));  // two spread arrays
   if (!apps::fft::usable_length(a, "--points", n)) return 2;
   a.note("points", static_cast<double>(n));
   a.note("layout", arrangement);

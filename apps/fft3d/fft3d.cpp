@@ -129,10 +129,9 @@ std::vector<cplx> direct_sums(const slabs& s, std::vector<cplx> x, const std::ve
 
 int main(int argc, char** argv) {
   clump::runtime rt{argc, argv};
-  gas::space gs{rt, 0};
-  apps::app a(argc, argv, "fft3d", "3D FFT of an n x n x n complex array in slabs; one bulk all-to-all transpose");
+  apps::app a(rt, argc, argv, "fft3d", "3D FFT of an n x n x n complex array in slabs; one bulk all-to-all transpose");
   const size_t n = a.number("--n", "points along each dimension (a power of two)", 16, 256, 512);
-  a.parsed();
+  a.parsed();  // the default segment: the transpose goes in rounds that fit half of it
   if (!apps::fft::usable_length(a, "--n", n)) return 2;
   a.note("n", static_cast<double>(n));
   const slabs s{n, (n + static_cast<size_t>(a.size()) - 1) / static_cast<size_t>(a.size()), a.rank(), a.size()};

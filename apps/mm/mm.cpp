@@ -28,13 +28,14 @@ using apps::matrix::block_matrix;
 
 int main(int argc, char** argv) {
   clump::runtime rt{argc, argv};
-  gas::space gs{rt, 0};
-  apps::app a(argc, argv, "mm",
+  apps::app a(rt, argc, argv, "mm",
               "blocked matrix multiply; every block fetched with a bulk get overlapped with a multiply");
-  const size_t n = a.number("--n", "rows and columns of the matrices", 96, 1024, 3072);
+  const size_t n = a.number("--n", "rows and columns of the matrices", 96, 1024, 8192);
   const size_t b = a.number("--block", "rows and columns of a block", 16, 64, 128);
-  a.parsed();
-  if (n == 0 || b == 0) {
+  const bool usable = n > 0 && b > 0;
+  a.parsed(usable ? 3 * block_matrix::points_on_each((n + b - 1) / b, b, static_cast<size_t>(a.size())) * sizeof(double)
+                  : 0);  // A, B and C
+  if (!usable) {
     if (a.rank() == 0) std::fprintf(stderr, "mm: --n %zu --block %zu: expected positive sizes\n", n, b);
     return 2;
   }

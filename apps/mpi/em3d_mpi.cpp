@@ -21,13 +21,11 @@
 //   mpirun -np 4 ./em3d_mpi [--nodes N] [--degree D] [--remote F] [--steps S]
 //       [--size test|small|large] [--seed S] [--json FILE]
 //
-// Prints the same report as the clump programs (phases, total, check) and
-// writes the same JSON fields (app, processes, size, seconds, phases, check).
+// Takes the same options and prints the same report (phases, total, check,
+// --json) as the clump programs, through apps/mpi/mpi_app.hpp.
 // The check: rank 0 gathers every value (MPI_Gather: every rank has
 // --nodes of each kind), makes the graph again, runs the steps sequentially
 // (graph.hpp's sequential_run, em3d's check) and compares bit for bit.
-
-#include <mpi.h>
 
 #include <algorithm>
 #include <chrono>
@@ -35,13 +33,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "graph.hpp"
+#include "mpi_app.hpp"
 
 namespace {
 
@@ -58,19 +55,6 @@ constexpr uint32_t remote_bit = 1u << 31;
 /// and all its owners together for at most 26 x --nodes, which MPI's int
 /// counts and displacements must hold.
 constexpr uint64_t max_nodes = INT_MAX / 26;
-
-[[noreturn]] void usage(int rank, const char* why) {
-  if (rank == 0) {
-    if (why) std::fprintf(stderr, "em3d_mpi: %s\n", why);
-    std::fputs("usage: mpirun -np P em3d_mpi [--nodes N] [--degree D] [--remote F] [--steps S]\n"
-               "                [--size test|small|large] [--seed S] [--json FILE]\n"
-               "  defaults per size test / small / large: --nodes 100 / 1000 / 2500, --degree 8 / 20 / 20,\n"
-               "  --remote 0.4, --steps 3 / 2 / 10, --seed 1 (as apps/em3d)\n",
-               why ? stderr : stdout);
-  }
-  MPI_Finalize();
-  std::exit(why ? 2 : 0);
-}
 
 double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
@@ -159,91 +143,46 @@ std::string spread(double mine, int p, const char* f) {
   return buf;
 }
 
-/// `v` as a whole number, or a real; false when it is not one.
-bool parse(const std::string& v, uint64_t& n) {
-  char* end = nullptr;
-  n = std::strtoull(v.c_str(), &end, 0);
-  return !v.empty() && v[0] != '-' && *end == 0;
-}
-bool parse(const std::string& v, double& x) {
-  char* end = nullptr;
-  x = std::strtod(v.c_str(), &end);
-  return !v.empty() && *end == 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int me = 0, p = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &me);
-  MPI_Comm_size(MPI_COMM_WORLD, &p);
-  uint64_t nodes = 0, degree = 0, steps = 0, seed = 1;
-  double remote = 0.4;
-  bool nodes_set = false, degree_set = false, steps_set = false;
-  std::string size = "small", json;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") usage(me, nullptr);
-    if (i + 1 >= argc) usage(me, (a + " needs a value, or is not an option").c_str());
-    const std::string v = argv[++i];
-    bool ok = true;
-    if (a == "--nodes") ok = nodes_set = parse(v, nodes);
-    else if (a == "--degree") ok = degree_set = parse(v, degree);
-    else if (a == "--steps") ok = steps_set = parse(v, steps);
-    else if (a == "--remote") ok = parse(v, remote);
-    else if (a == "--seed") ok = parse(v, seed);
-    else if (a == "--json") json = v;
-    else if (a == "--size" && (v == "test" || v == "small" || v == "large")) size = v;
-    else ok = false;
-    if (!ok) usage(me, ("bad option " + a + " " + v).c_str());
-  }
-  // em3d's defaults for each size class.
-  const int cls = size == "test" ? 0 : size == "small" ? 1 : 2;
-  if (!nodes_set) nodes = cls == 0 ? 100 : cls == 1 ? 1000 : 2500;
-  if (!degree_set) degree = cls == 0 ? 8 : 20;
-  if (!steps_set) steps = cls == 0 ? 3 : cls == 1 ? 2 : 10;
+  apps::mpi_app a(argc, argv, "em3d_mpi", "EM3D with MPI: the values others need move in one MPI_Alltoallv per half-step");
+  const apps::em3d::run_options run = apps::em3d::read_options(a);
+  a.parsed();
+  const int me = a.rank(), p = a.size();
+  const uint64_t nodes = run.shape.nodes, degree = run.shape.degree, steps = run.steps;
+  const double remote = run.shape.remote;
   const char* bad = nodes == 0 || nodes > max_nodes   ? "--nodes must be between 1 and 82595524"
                     : degree == 0                      ? "--degree must be at least 1"
                     : !(remote >= 0 && remote <= 1)    ? "--remote must be between 0 and 1"
                                                        : nullptr;
-  if (bad) usage(me, bad);
+  if (bad) a.refuse(bad);
   const process_grid g = apps::balanced_grid(p, 3);
-  const graph_shape shape{nodes, degree, remote, seed};
+  const graph_shape& shape = run.shape;
 
-  double phase_seconds[3] = {0, 0, 0};  // build graph, E half-steps, H half-steps
-  const char* const phase_names[3] = {"build graph", "E half-steps", "H half-steps"};
-  MPI_Barrier(MPI_COMM_WORLD);
-  const auto start = clock_type::now();
-
+  a.phase("build graph");
   // Build: this rank's cell (rank r, cell r), and who needs which values.
   const cell_graph mine = apps::em3d::make_cell(g, me, shape);
   std::vector<double> e = mine.e.value, h = mine.h.value;
   exchange_plan e_step = plan(mine.e, me, p, nodes);  // E nodes read H values
   exchange_plan h_step = plan(mine.h, me, p, nodes);  // H nodes read E values
-  MPI_Barrier(MPI_COMM_WORLD);
-  phase_seconds[0] = seconds_since(start);
 
   double exchange_seconds = 0;
   std::vector<double> x(degree);
-  auto half = [&](exchange_plan& s, std::vector<double>& values, const cell_nodes& k, const std::vector<double>& other,
-                  double& phase) {
+  auto half = [&](const char* name, exchange_plan& s, std::vector<double>& values, const cell_nodes& k,
+                  const std::vector<double>& other) {
+    a.phase(name);  // a barrier first, as em3d's half-steps
     const auto t = clock_type::now();
     exchange(s, other);
     exchange_seconds += seconds_since(t);
     update(values, k, s, other, degree, x);
-    MPI_Barrier(MPI_COMM_WORLD);
-    phase += seconds_since(t);
   };
   for (uint64_t step = 0; step < steps; ++step) {
-    half(e_step, e, mine.e, h, phase_seconds[1]);
-    half(h_step, h, mine.h, e, phase_seconds[2]);
+    half("E half-steps", e_step, e, mine.e, h);
+    half("H half-steps", h_step, h, mine.h, e);
   }
-  const double my_total = seconds_since(start);
+  a.done_timing();
 
-  double total = 0, max_phase[3] = {0, 0, 0};
-  MPI_Reduce(&my_total, &total, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-  MPI_Reduce(phase_seconds, max_phase, 3, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   const std::string exchanged = spread(static_cast<double>(e_step.received.size() + h_step.received.size()), p, "%.0f");
   const std::string exchange_spread = spread(exchange_seconds, p, "%.4g");
 
@@ -254,7 +193,6 @@ int main(int argc, char** argv) {
              MPI_COMM_WORLD);
   MPI_Gather(h.data(), static_cast<int>(n), MPI_DOUBLE, all_h.data(), static_cast<int>(n), MPI_DOUBLE, 0,
              MPI_COMM_WORLD);
-  int failed = 0;
   if (me == 0) {
     const apps::em3d::grid_values want = apps::em3d::sequential_run(g, shape, steps);
     size_t wrong = 0;
@@ -266,48 +204,16 @@ int main(int argc, char** argv) {
             ++wrong;
             worst = std::max(worst, std::abs((*got)[c * n + i] - (*ref)[i]));
           }
-    failed = wrong != 0;
-    if (failed)
-      std::fprintf(stderr, "em3d_mpi: CHECK FAILED: %zu of %zu values differ from the sequential run (largest "
-                   "difference %g)\n", wrong, 2 * n * np, worst);
+    a.check(wrong == 0, "%zu of %zu values differ from the sequential run (largest difference %g)", wrong, 2 * n * np,
+            worst);
   }
-  MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
-
-  if (me == 0) {
-    char grid[64], remote_text[32];
-    std::snprintf(grid, sizeof grid, "%dx%dx%d", g.x, g.y, g.z);
-    std::snprintf(remote_text, sizeof remote_text, "%g", remote);
-    const std::vector<std::pair<std::string, std::string>> notes = {
-        {"nodes per process", std::to_string(nodes)},
-        {"degree", std::to_string(degree)},
-        {"remote", remote_text},
-        {"steps", std::to_string(steps)},
-        {"grid", grid},
-        {"layout", "identity (rank r on cell r)"},
-        {"values received per step min/median/max", exchanged},
-        {"exchange seconds min/median/max", exchange_spread}};
-    std::printf("em3d_mpi: %d processes, %s input", p, size.c_str());
-    for (const auto& [k, v] : notes) std::printf(", %s %s", k.c_str(), v.c_str());
-    std::printf("\n");
-    for (int i = 0; i < 3; ++i) std::printf("%-22s %10.4f\n", phase_names[i], max_phase[i]);
-    std::printf("%-22s %10.4f\nem3d_mpi: check %s\n", "total", total, failed ? "FAILED" : "passed");
-    std::fflush(stdout);
-    if (!json.empty()) {
-      std::ofstream o(json);
-      o << "{\"app\": \"em3d_mpi\", \"processes\": " << p << ", \"size\": \"" << size << "\", \"seed\": " << seed
-        << ", \"seconds\": " << total << ", \"phases\": [";
-      for (int i = 0; i < 3; ++i)
-        o << (i ? ", " : "") << "{\"name\": \"" << phase_names[i] << "\", \"seconds\": " << max_phase[i] << "}";
-      o << "], \"check\": \"" << (failed ? "failed" : "passed") << "\", \"notes\": {";
-      for (size_t i = 0; i < notes.size(); ++i)
-        o << (i ? ", " : "") << "\"" << notes[i].first << "\": \"" << notes[i].second << "\"";
-      o << "}}\n";
-      if (!o) {
-        std::fprintf(stderr, "em3d_mpi: could not write %s\n", json.c_str());
-        failed = 1;
-      }
-    }
-  }
-  MPI_Finalize();
-  return failed ? 1 : 0;
+  a.note("nodes per process", static_cast<double>(nodes));
+  a.note("degree", static_cast<double>(degree));
+  a.note("remote", remote);
+  a.note("steps", static_cast<double>(steps));
+  a.note("grid", std::to_string(g.x) + "x" + std::to_string(g.y) + "x" + std::to_string(g.z));
+  a.note("layout", "identity (rank r on cell r)");
+  a.note("values received per step min/median/max", exchanged);
+  a.note("exchange seconds min/median/max", exchange_spread);
+  return a.finish();
 }

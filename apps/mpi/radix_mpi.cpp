@@ -7,91 +7,43 @@
 //
 //   mpirun -np 4 ./radix_mpi_openmpi [--keys N] [--size test|small|large] [--seed S] [--json FILE]
 //
-// Prints the same report as the clump programs (phases, total, check) and
-// writes the same JSON fields (app, processes, size, seconds, phases, check).
+// Takes the same options and prints the same report (phases, total, check,
+// --json) as the clump programs, through apps/mpi/mpi_app.hpp.
 // The check: every process's keys sorted, boundaries between neighbours in
 // order, and the fingerprint of all keys equal to the input's.
 
-#include <mpi.h>
-
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <string>
 #include <vector>
 
 #include "keys.hpp"
+#include "mpi_app.hpp"
 
 namespace {
-
-using apps::radix::fingerprint;
-using clock_type = std::chrono::steady_clock;
 
 constexpr unsigned digit_bits = 8;
 constexpr unsigned digits = 1u << digit_bits;
 
-struct phase {
-  std::string name;
-  double seconds = 0;
-};
-
-[[noreturn]] void usage(int rank, const char* why) {
-  if (rank == 0) {
-    if (why) std::fprintf(stderr, "radix_mpi: %s\n", why);
-    std::fputs("usage: mpirun -np P radix_mpi [--keys N] [--size test|small|large] [--seed S] [--json FILE]\n",
-               why ? stderr : stdout);
-  }
-  MPI_Finalize();
-  std::exit(why ? 2 : 0);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  int me = 0, p = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &me);
-  MPI_Comm_size(MPI_COMM_WORLD, &p);
-  size_t n = 0;
-  uint64_t seed = 1;
-  std::string size = "small", json;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") usage(me, nullptr);
-    if (i + 1 >= argc) usage(me, (a + " needs a value, or is not an option").c_str());
-    const std::string v = argv[++i];
-    if (a == "--keys") n = std::strtoull(v.c_str(), nullptr, 0);
-    else if (a == "--seed") seed = std::strtoull(v.c_str(), nullptr, 0);
-    else if (a == "--json") json = v;
-    else if (a == "--size" && (v == "test" || v == "small" || v == "large")) size = v;
-    else usage(me, ("bad option " + a + " " + v).c_str());
-  }
-  if (n == 0) n = size == "test" ? 1u << 12 : size == "small" ? 1u << 18 : 1u << 22;
+  apps::mpi_app a(argc, argv, "radix_mpi", "radix sort of 32-bit keys with MPI: one MPI_Alltoallv per pass");
+  const size_t n = apps::radix::keys_option(a);
+  a.parsed();
+  a.note("keys per process", static_cast<double>(n));
+  const int me = a.rank(), p = a.size();
+  const uint64_t seed = a.seed();
 
   std::vector<uint32_t> keys = apps::radix::input_of(seed, me, n), out(n);
-  fingerprint before;
+  apps::radix::fingerprint before;
   for (uint32_t k : keys) before.add(k);
-
-  std::vector<phase> phases;
-  auto t = clock_type::now();
-  auto begin = [&](const char* name) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    if (!phases.empty()) phases.back().seconds += std::chrono::duration<double>(clock_type::now() - t).count();
-    phases.push_back({name, 0});
-    t = clock_type::now();
-  };
-  MPI_Barrier(MPI_COMM_WORLD);
-  const auto start = clock_type::now();
 
   std::vector<uint64_t> hist(digits), all_hist(digits * static_cast<size_t>(p)), place(digits);
   std::vector<int> send_counts(static_cast<size_t>(p)), recv_counts(static_cast<size_t>(p)),
       send_at(static_cast<size_t>(p)), recv_at(static_cast<size_t>(p));
   std::vector<uint32_t> packed(n);
   for (unsigned shift = 0; shift < 32; shift += digit_bits) {
-    begin("histogram");
+    a.phase("histogram");
     std::fill(hist.begin(), hist.end(), 0);
     for (uint32_t k : keys) ++hist[(k >> shift) & (digits - 1)];
     MPI_Allgather(hist.data(), digits, MPI_UINT64_T, all_hist.data(), digits, MPI_UINT64_T, MPI_COMM_WORLD);
@@ -102,7 +54,7 @@ int main(int argc, char** argv) {
         at += all_hist[static_cast<size_t>(r) * digits + d];
       }
 
-    begin("permute");
+    a.phase("permute");
     // A stable counting sort by digit puts this process's keys in the order
     // of their global places; digit d's keys go to [place[d], place[d] + hist[d]),
     // which process g / n holds.
@@ -137,50 +89,25 @@ int main(int argc, char** argv) {
         base += len;
       }
   }
-  begin("end");
-  phases.pop_back();
-  const double mine = std::chrono::duration<double>(clock_type::now() - start).count();
-  double total = 0;
-  MPI_Reduce(&mine, &total, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  a.done_timing();
 
   // The check.
-  int failed = !std::is_sorted(keys.begin(), keys.end());
+  a.check(std::is_sorted(keys.begin(), keys.end()), "keys out of order");
   uint32_t first = keys.empty() ? 0 : keys.front(), prev_last = 0;
   uint32_t last = keys.empty() ? 0 : keys.back();
   if (me + 1 < p) MPI_Send(&last, 1, MPI_UINT32_T, me + 1, 0, MPI_COMM_WORLD);
   if (me > 0) {
     MPI_Recv(&prev_last, 1, MPI_UINT32_T, me - 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    failed |= prev_last > first;
+    a.check(prev_last <= first, "rank %d's last key %u is above rank %d's first %u", me - 1, prev_last, me, first);
   }
-  fingerprint after;
+  apps::radix::fingerprint after;
   for (uint32_t k : keys) after.add(k);
   uint64_t f[6] = {before.sum, before.squares, before.bits, after.sum, after.squares, after.bits}, g[6];
   MPI_Allreduce(f, g, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
   MPI_Allreduce(f + 3, g + 3, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
   MPI_Allreduce(f + 2, g + 2, 1, MPI_UINT64_T, MPI_BXOR, MPI_COMM_WORLD);
   MPI_Allreduce(f + 5, g + 5, 1, MPI_UINT64_T, MPI_BXOR, MPI_COMM_WORLD);
-  failed |= g[0] != g[3] || g[1] != g[4] || g[2] != g[5];
-  int any = 0;
-  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-
-  std::vector<double> secs(phases.size());
-  for (size_t i = 0; i < phases.size(); ++i) secs[i] = phases[i].seconds;
-  std::vector<double> max_secs(phases.size());
-  if (!phases.empty())
-    MPI_Reduce(secs.data(), max_secs.data(), static_cast<int>(secs.size()), MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-  if (me == 0) {
-    std::printf("radix_mpi: %d processes, %s input, keys per process %zu\n", p, size.c_str(), n);
-    for (size_t i = 0; i < phases.size(); ++i) std::printf("%-22s %10.4f\n", phases[i].name.c_str(), max_secs[i]);
-    std::printf("%-22s %10.4f\nradix_mpi: check %s\n", "total", total, any ? "FAILED" : "passed");
-    if (!json.empty()) {
-      std::ofstream o(json);
-      o << "{\"app\": \"radix_mpi\", \"processes\": " << p << ", \"size\": \"" << size << "\", \"seconds\": " << total
-        << ", \"phases\": [";
-      for (size_t i = 0; i < phases.size(); ++i)
-        o << (i ? ", " : "") << "{\"name\": \"" << phases[i].name << "\", \"seconds\": " << max_secs[i] << "}";
-      o << "], \"check\": \"" << (any ? "failed" : "passed") << "\"}\n";
-    }
-  }
-  MPI_Finalize();
-  return any ? 1 : 0;
+  if (me == 0)
+    a.check(g[0] == g[3] && g[1] == g[4] && g[2] == g[5], "the sorted keys are not the input's (fingerprints differ)");
+  return a.finish();
 }

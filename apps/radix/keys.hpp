@@ -9,6 +9,14 @@
 
 namespace apps::radix {
 
+/// Reads --keys, the keys per process, with the sorts' defaults for each
+/// size class (test, small, large: about a minute for radix with 4
+/// processes on one node). A is apps::app or apps::mpi_app.
+template <class A>
+size_t keys_option(A& a, uint64_t test = 1u << 12, uint64_t small = 1u << 18, uint64_t large = 1u << 27) {
+  return a.number("--keys", "keys per process", test, small, large);
+}
+
 /// Rank r's input: n keys from the seed and the rank.
 inline std::vector<uint32_t> input_of(uint64_t seed, int r, size_t n) {
   random64 g(seed * 1000003 + static_cast<uint64_t>(r));

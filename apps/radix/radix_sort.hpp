@@ -39,15 +39,15 @@ inline constexpr unsigned digits = 1u << digit_bits;
 
 inline int run(int argc, char** argv, bool bulk) {
   clump::runtime rt{argc, argv};
-  gas::space gs{rt, 0};
-  app a(argc, argv, bulk ? "radixb" : "radix",
+  app a(rt, argc, argv, bulk ? "radixb" : "radix",
         bulk ? "radix sort of 32-bit keys; keys move in bulk stores, one per run of places on one process"
              : "radix sort of 32-bit keys; every key moves with a one-way store");
-  const size_t n = a.number("--keys", "keys per process", 1u << 12, 1u << 18, 1u << 22);
-  a.parsed();
+  const size_t n = keys_option(a);
+  const size_t total = n * static_cast<size_t>(a.size());
+  // The two arrays, and the check's gather of every key (up to 4 Mi of them).
+  a.parsed(2 * n * sizeof(uint32_t) + (total <= (4u << 20) ? total * sizeof(uint32_t) : 0));
   a.note("keys per process", static_cast<double>(n));
   const int me = a.rank(), p = a.size();
-  const size_t total = n * static_cast<size_t>(p);
 
   // Two blocked spread arrays of n keys per process: the pass reads one and writes the other.
   gas::spread_array<uint32_t> from(total, gas::layout::blocked), to(total, gas::layout::blocked);

@@ -54,13 +54,14 @@ void merge_runs(std::vector<key>& keys, std::vector<size_t> runs) {
 
 inline int run_sample_sort(int argc, char** argv, bool bulk) {
   clump::runtime rt{argc, argv};
-  gas::space gs{rt, 0};
-  app a(argc, argv, bulk ? "sampleb" : "sample",
+  app a(rt, argc, argv, bulk ? "sampleb" : "sample",
         bulk ? "sample sort of 32-bit keys; the buckets move in one bulk exchange (all_to_all_v)"
              : "sample sort of 32-bit keys; every key moves with an atomic remote push (fetch_add, then store)");
-  const input in = input_options(a, 1u << 12, bulk ? 1u << 20 : 1u << 15, bulk ? 1u << 23 : 1u << 20);
+  const input in = input_options(a, 1u << 12, bulk ? 1u << 20 : 1u << 15, bulk ? 1u << 26 : 1u << 27);
   const size_t s = std::max<size_t>(1, a.number("--samples", "samples per process", 32, 64, 128));
-  a.parsed();
+  // A bucket (sample) or the exchange's staging (sampleb) holds at most every
+  // key; then the check's gather.
+  a.parsed(in.n * static_cast<size_t>(a.size()) * sizeof(key) + check_bytes(in, a.size()));
   const size_t n = in.n;
   a.note("keys per process", static_cast<double>(n));
   a.note("samples per process", static_cast<double>(s));

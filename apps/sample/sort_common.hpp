@@ -48,12 +48,19 @@ struct input {
 /// size class) and --key-range.
 inline input input_options(app& a, uint64_t test, uint64_t small, uint64_t large) {
   input in;
-  in.n = a.number("--keys", "keys per process", test, small, large);
+  in.n = radix::keys_option(a, test, small, large);
   in.range = a.number("--key-range", "keys are below this (0: any 32-bit key; small ranges make many equal keys)",
                       0, 0, 0);
   in.seed = a.seed();
   if (in.range) a.note("key range", static_cast<double>(in.range));
   return in;
+}
+
+/// Gas bytes check_sorted needs on each process: rank 0 gathers every key
+/// (up to 4 Mi keys in all) through the segment.
+inline size_t check_bytes(const input& in, int p) {
+  const size_t total = in.n * static_cast<size_t>(p);
+  return total <= (4u << 20) ? total * sizeof(key) : 0;
 }
 
 /// Collective: checks that `mine`, every rank's keys in rank order, is the

@@ -100,12 +100,11 @@ uint64_t gap_round(const gas::spread_array<key>& a, size_t h, size_t parity, std
 
 int main(int argc, char** argv) {
   clump::runtime rt{argc, argv};
-  gas::space gs{rt, 0};
-  apps::app a(argc, argv, "shell",
+  apps::app a(rt, argc, argv, "shell",
               "parallel Shell sort of 32-bit keys over a spread array; remote compare-exchanges with one-word "
               "get and put");
-  const apps::sorting::input in = apps::sorting::input_options(a, 1u << 11, 1u << 15, 1u << 20);
-  a.parsed();
+  const apps::sorting::input in = apps::sorting::input_options(a, 1u << 11, 1u << 15, 1u << 25);
+  a.parsed(in.n * sizeof(key) + apps::sorting::check_bytes(in, a.size()));  // the array and the check's gather
   const size_t n = in.n;
   const int me = a.rank(), p = a.size();
   const size_t total = n * static_cast<size_t>(p);

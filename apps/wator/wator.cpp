@@ -109,17 +109,17 @@ std::vector<fish> school_of(uint64_t seed, int r, size_t n, int ranks) {
 
 int main(int argc, char** argv) {
   clump::runtime rt{argc, argv};
-  gas::space gs{rt};
-  apps::app a(argc, argv, "wator",
+  apps::app a(rt, argc, argv, "wator",
               "wator: N-body fish; remote fish read while their owners compute (polling or not)");
   const size_t n = a.number("--fish", "fish per process", 64, 2048, 8192);
-  const size_t steps = a.number("--steps", "time steps", 3, 4, 8);
+  const size_t steps = a.number("--steps", "time steps", 3, 4, 20);
   const bool block = a.word("--fetch", "fish: a blocking read per remote fish; block: one get per owner",
                             "fish,block") == "block";
   const bool polling = a.word("--poll", "poll inside the force loop", "none,every") == "every";
   const size_t poll_every = a.number("--poll-every", "source fish between polls (with --poll every)", 1, 1, 1);
   const double dt = a.real("--dt", "the time step", 1e-3, 1e-3, 1e-3);
-  a.parsed();
+  // The school, and what serving every other process's get of it at once may stage.
+  a.parsed(n * sizeof(fish) * static_cast<size_t>(a.size()));
   const int me = a.rank(), p = a.size();
   if (n == 0 || poll_every == 0) {
     if (me == 0) std::fprintf(stderr, "wator: --fish and --poll-every must be at least 1\n");

@@ -124,8 +124,11 @@ global_ptr<T> to_global(T* p);
 /// collective: every rank constructs one, with the same segment size.
 class space {
  public:
-  /// Creates this process's segment of `segment_bytes` bytes (0: the
-  /// CLUMP_GAS_SEGMENT setting) in shared memory, and exchanges every rank's.
+  /// Creates this process's segment in shared memory, and exchanges every
+  /// rank's. The segment has `segment_bytes` bytes, or the CLUMP_GAS_SEGMENT
+  /// setting's when that is larger (so 0 means the setting): a program asks
+  /// for what its input needs, and a user can still give it more. Pages are
+  /// used only where touched.
   explicit space(runtime& rt, size_t segment_bytes = 0);
   /// Collective: a barrier first, so that nobody's segment goes while others use it.
   ~space();

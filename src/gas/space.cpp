@@ -261,7 +261,7 @@ space::space(runtime& rt, size_t segment_bytes) : impl_(std::make_unique<impl>(r
   impl& m = *impl_;
   m.rank = rt.rank();
   m.size = rt.size();
-  size_t bytes = segment_bytes ? segment_bytes : core::settings().gas_segment;
+  size_t bytes = std::max(segment_bytes, core::settings().gas_segment);
   bytes = std::max<size_t>(align_up(bytes, line), control_bytes + line);
   m.seg = m.ep.allocate_segment(bytes);
   m.seg_len = m.seg.size();
