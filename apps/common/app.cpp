@@ -38,18 +38,22 @@ void app::parsed(size_t gas_bytes) {
   // records in the segment: a sixteenth more and 4 MiB cover that.
   space_.emplace(rt_, gas_bytes ? gas_bytes + gas_bytes / 16 + (4u << 20) : 0);
   gas::barrier();
-  run_start_ = std::chrono::steady_clock::now();
 }
 
 void app::phase(const char* name) {
   log_.stop(traffic_now());
   gas::barrier();
+  if (!timing_) {
+    timing_ = true;
+    run_start_ = std::chrono::steady_clock::now();
+  }
   log_.start(name, traffic_now());
 }
 
 void app::done_timing() {
   log_.stop(traffic_now());
   gas::barrier();
+  if (!timing_) return;  // nothing was timed
   run_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start_).count();
 }
 

@@ -72,12 +72,14 @@ class app {
   /// makes the gas space, with a segment of at least `gas_bytes` (what the
   /// program allocates on each process, its collectives' staging included)
   /// plus room for the allocator; CLUMP_GAS_SEGMENT when that is larger.
-  /// Collective (a barrier: the timing starts here).
+  /// Collective.
   void parsed(size_t gas_bytes = 0);
 
-  /// Starts phase `name` (and ends the one before); collective. A phase
-  /// started again (every pass of a sort) adds to its record. A phase's
-  /// time is the longest any rank spent in it; its traffic the sum over ranks.
+  /// Starts phase `name` (and ends the one before); collective. The timed
+  /// part starts with the first phase: what comes before (allocation, the
+  /// input) is not timed. A phase started again (every pass of a sort) adds
+  /// to its record. A phase's time is the longest any rank spent in it; its
+  /// traffic the sum over ranks.
   void phase(const char* name);
   /// Ends the timed part (and the last phase); collective.
   void done_timing();
@@ -101,6 +103,7 @@ class app {
   std::optional<clump::gas::space> space_;  // made by parsed(); goes after the program's gas objects
   int rank_ = 0, size_ = 1;
   phase_log log_;
+  bool timing_ = false;  // a phase has started
   std::chrono::steady_clock::time_point run_start_;
   double run_seconds_ = 0;
   std::vector<std::string> failures_;

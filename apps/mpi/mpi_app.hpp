@@ -55,8 +55,6 @@ class mpi_app {
   void parsed() {
     if (opts_.help_asked()) usage_exit(0, "");
     if (const std::string why = opts_.problem(); !why.empty()) usage_exit(2, why);
-    MPI_Barrier(MPI_COMM_WORLD);
-    run_start_ = std::chrono::steady_clock::now();
   }
   /// Ends the job with the reason (exit 2), like a bad option.
   [[noreturn]] void refuse(const std::string& why) { usage_exit(2, why); }
@@ -64,11 +62,16 @@ class mpi_app {
   void phase(const char* name) {
     log_.stop({});
     MPI_Barrier(MPI_COMM_WORLD);
+    if (!timing_) {  // the timed part starts with the first phase, as app.hpp's
+      timing_ = true;
+      run_start_ = std::chrono::steady_clock::now();
+    }
     log_.start(name, {});
   }
   void done_timing() {
     log_.stop({});
     MPI_Barrier(MPI_COMM_WORLD);
+    if (!timing_) return;
     run_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start_).count();
   }
 
@@ -123,6 +126,7 @@ class mpi_app {
   options opts_;
   int rank_ = 0, size_ = 1;
   phase_log log_;
+  bool timing_ = false;
   std::chrono::steady_clock::time_point run_start_;
   double run_seconds_ = 0;
   uint64_t failures_ = 0;
