@@ -25,47 +25,18 @@
 #include <clump/clump.hpp>
 #include <clump/gas.hpp>
 
-#include <chrono>
-#include <cstdarg>
-#include <cstdint>
+#include <cstddef>
 #include <optional>
-#include <string>
-#include <vector>
 
-#include "options.hpp"
+#include "program.hpp"
 #include "random64.hpp"
-#include "report.hpp"
 
 namespace apps {
 
-class app {
+class app : public program {
  public:
-  /// Reads the common options: --size test|small|large, --seed N, --json
-  /// FILE, --help (options.hpp). `what` is one line for --help. The gas
-  /// space comes with parsed().
+  /// Reads the common options (program.hpp); the gas space comes with parsed().
   app(clump::runtime& rt, int argc, char** argv, const char* name, const char* what);
-
-  /// The input size: 0 test (a fraction of a second, for the test suite),
-  /// 1 small (seconds, the default), 2 large (about a minute with 4 processes on one node).
-  int size_class() const noexcept { return opts_.size_class(); }
-  uint64_t seed() const noexcept { return opts_.seed(); }
-  int rank() const noexcept { return rank_; }
-  int size() const noexcept { return size_; }
-
-  /// An integer option `--name N`, with a default for each size class.
-  uint64_t number(const char* name, const char* help, uint64_t test, uint64_t small, uint64_t large) {
-    return opts_.number(name, help, test, small, large);
-  }
-  /// A real option `--name X`, with a default for each size class.
-  double real(const char* name, const char* help, double test, double small, double large) {
-    return opts_.real(name, help, test, small, large);
-  }
-  /// A word option `--name WORD`, one of `choices` (comma-separated); the first is the default.
-  std::string word(const char* name, const char* help, const char* choices) {
-    return opts_.word(name, help, choices);
-  }
-  /// A flag `--name`.
-  bool flag(const char* name, const char* help) { return opts_.flag(name, help); }
 
   /// After the options: --help prints them and ends the job (exit 0), an
   /// unknown option or a bad value ends it with the reason (exit 2). Then
@@ -84,30 +55,13 @@ class app {
   /// Ends the timed part (and the last phase); collective.
   void done_timing();
 
-  /// Records a failed check when `ok` is false (printf-style reason).
-  /// Not collective: call it on the ranks that check.
-  void check(bool ok, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
-  /// Adds a value to the report (parameters, results worth printing).
-  void note(const std::string& key, double value);
-  void note(const std::string& key, const std::string& value);
-
   /// Collective: gathers the failed checks, prints the report on rank 0,
   /// writes --json, returns the exit code (1 when any check failed on any rank).
   int finish();
 
  private:
-  [[noreturn]] void usage_exit(int code, const std::string& why);
-
   clump::runtime& rt_;
-  options opts_;
   std::optional<clump::gas::space> space_;  // made by parsed(); goes after the program's gas objects
-  int rank_ = 0, size_ = 1;
-  phase_log log_;
-  bool timing_ = false;  // a phase has started
-  std::chrono::steady_clock::time_point run_start_;
-  double run_seconds_ = 0;
-  std::vector<std::string> failures_;
-  std::vector<std::pair<std::string, std::string>> notes_;
 };
 
 }  // namespace apps

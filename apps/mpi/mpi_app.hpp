@@ -14,123 +14,73 @@
 
 #include <mpi.h>
 
-#include <chrono>
-#include <cstdarg>
-#include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include <fmt/core.h>
-
-#include "options.hpp"
-#include "report.hpp"
+#include "program.hpp"
 
 namespace apps {
 
-class mpi_app {
+/// MPI_Init, as a base: it comes before program's, which reads the options
+/// (MPI_Init may take its own out of argv).
+struct mpi_session {
+  mpi_session(int& argc, char**& argv) { MPI_Init(&argc, &argv); }
+};
+
+class mpi_app : private mpi_session, public program {
  public:
+  /// MPI_Init, then the common options (program.hpp).
   mpi_app(int argc, char** argv, const char* name, const char* what)
-      : mpi_started_(init(&argc, &argv)), opts_(argc, argv, name, what) {
+      : mpi_session(argc, argv), program(argc, argv, name, what) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
-  }
-  mpi_app(const mpi_app&) = delete;
-  mpi_app& operator=(const mpi_app&) = delete;
-
-  int size_class() const noexcept { return opts_.size_class(); }
-  uint64_t seed() const noexcept { return opts_.seed(); }
-  int rank() const noexcept { return rank_; }
-  int size() const noexcept { return size_; }
-
-  uint64_t number(const char* name, const char* help, uint64_t test, uint64_t small, uint64_t large) {
-    return opts_.number(name, help, test, small, large);
-  }
-  double real(const char* name, const char* help, double test, double small, double large) {
-    return opts_.real(name, help, test, small, large);
   }
 
   /// --help prints the options and ends the run (exit 0); a mistake ends it with the reason (exit 2).
   void parsed() {
-    if (opts_.help_asked()) usage_exit(0, "");
-    if (const std::string why = opts_.problem(); !why.empty()) usage_exit(2, why);
+    bool help = false;
+    const std::string why = command_line_problem(help);
+    if (help || !why.empty()) usage_exit(help ? 0 : 2, why);
   }
-  /// Ends the job with the reason (exit 2), like a bad option.
+  /// Ends the run with the reason (exit 2), like a bad option.
   [[noreturn]] void refuse(const std::string& why) { usage_exit(2, why); }
 
+  /// As app.hpp's: collective; the timed part starts with the first phase.
   void phase(const char* name) {
-    log_.stop({});
+    end_phase({});
     MPI_Barrier(MPI_COMM_WORLD);
-    if (!timing_) {  // the timed part starts with the first phase, as app.hpp's
-      timing_ = true;
-      run_start_ = std::chrono::steady_clock::now();
-    }
-    log_.start(name, {});
+    begin_phase(name, {});
   }
   void done_timing() {
-    log_.stop({});
+    end_phase({});
     MPI_Barrier(MPI_COMM_WORLD);
-    if (!timing_) return;
-    run_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start_).count();
+    stop_clock();
   }
-
-  void check(bool ok, const char* format, ...) __attribute__((format(printf, 3, 4))) {
-    if (ok) return;
-    char buf[512];
-    va_list ap;
-    va_start(ap, format);
-    std::vsnprintf(buf, sizeof buf, format, ap);
-    va_end(ap);
-    std::fprintf(stderr, "%s: CHECK FAILED: rank %d: %s\n", opts_.name().c_str(), rank_, buf);
-    ++failures_;
-  }
-  void note(const std::string& key, const std::string& value) { notes_.emplace_back(key, value); }
-  void note(const std::string& key, double value) { notes_.emplace_back(key, fmt::format("{}", value)); }
 
   /// Prints the report on rank 0, writes --json, ends MPI; the exit code.
   int finish() {
-    if (run_seconds_ == 0) done_timing();
-    const std::vector<phase_log::phase>& phases = log_.phases();
-    run_report r;
-    r.processes = size_;
+    if (!clock_stopped()) done_timing();
+    run_report r = local_report();
     r.with_traffic = false;
-    r.notes = notes_;
-    r.seconds.resize(phases.size());
-    for (const phase_log::phase& p : phases) r.names.push_back(p.name);
-    std::vector<double> mine(phases.size());
-    for (size_t i = 0; i < phases.size(); ++i) mine[i] = phases[i].seconds;
+    const std::vector<double> mine = r.seconds;
+    const double total = r.total;
+    const uint64_t failures = r.failures;
     MPI_Allreduce(mine.data(), r.seconds.data(), static_cast<int>(mine.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Allreduce(&run_seconds_, &r.total, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Allreduce(&failures_, &r.failures, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
-    std::fflush(stderr);
+    MPI_Allreduce(&total, &r.total, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Allreduce(&failures, &r.failures, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
     const bool written = rank_ != 0 || publish(opts_, r);
     MPI_Finalize();
     return r.failures || !written ? 1 : 0;
   }
 
  private:
-  static int init(int* argc, char*** argv) { return MPI_Init(argc, argv); }
-
   [[noreturn]] void usage_exit(int code, const std::string& why) {
-    if (rank_ == 0) {
-      if (!why.empty()) std::fprintf(stderr, "%s: %s\n", opts_.name().c_str(), why.c_str());
-      std::fputs(fmt::format("usage: mpirun -np P {} [options]\n{}", opts_.name(), opts_.usage()).c_str(),
-                 code ? stderr : stdout);
-    }
+    print_usage(why, code != 0, "mpirun -np P");
     MPI_Finalize();
     std::exit(code);
   }
-
-  int mpi_started_;  // before opts_: MPI_Init may take its own arguments out of argv
-  options opts_;
-  int rank_ = 0, size_ = 1;
-  phase_log log_;
-  bool timing_ = false;
-  std::chrono::steady_clock::time_point run_start_;
-  double run_seconds_ = 0;
-  uint64_t failures_ = 0;
-  std::vector<std::pair<std::string, std::string>> notes_;
 };
 
 }  // namespace apps

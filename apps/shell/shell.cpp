@@ -50,18 +50,22 @@ std::vector<size_t> gaps_below(size_t limit) {
   return gaps;
 }
 
+/// Runs [lo, hi) of this process's elements of a round's parity: the pairs
+/// of [lo, local_end) are inside the block, those of [local_end, hi) not.
+struct run {
+  size_t lo, local_end, hi;
+};
+
 /// One round of an h-sort: every element i of this process with floor(i / h)
 /// of `parity`, and i + h < N, is compare-exchanged with element i + h.
-/// `remote` is a buffer of n keys. Returns how many pairs swapped here.
-uint64_t gap_round(const gas::spread_array<key>& a, size_t h, size_t parity, std::vector<key>& remote) {
+/// `remote` is a buffer of n keys; `runs` a buffer kept from round to round
+/// (with h = 1 it holds n / 2 runs: made anew each round, its pages would be
+/// faulted in again every round). Returns how many pairs swapped here.
+uint64_t gap_round(const gas::spread_array<key>& a, size_t h, size_t parity, std::vector<key>& remote,
+                   std::vector<run>& runs) {
   const std::span<key> mine = a.local();
   const size_t first = a.index_of(0), end = first + mine.size(), total = a.size();
-  // Runs [lo, hi) of this process's elements of the round's parity: the
-  // pairs of [lo, local_end) are inside the block, those of [local_end, hi) not.
-  struct run {
-    size_t lo, local_end, hi;
-  };
-  std::vector<run> runs;
+  runs.clear();
   for (size_t m = first / h; m * h < end && m * h + h < total; ++m) {
     if (m % 2 != parity) continue;
     const size_t lo = std::max(first, m * h), hi = std::min({end, m * h + h, total - h});
@@ -114,6 +118,7 @@ int main(int argc, char** argv) {
   const std::vector<key> input = in.of(me);
   std::copy(input.begin(), input.end(), keys.local().begin());
   std::vector<key> remote(n);
+  std::vector<run> runs;
   const std::vector<size_t> gaps = gaps_below(std::max<size_t>(total, 2));
 
   uint64_t rounds = 0, swaps_in_all = 0, most_rounds = 0;
@@ -126,7 +131,7 @@ int main(int argc, char** argv) {
     const size_t chain = (total + h - 1) / h;  // the longest chain: the rounds that surely sort it
     size_t t = 0;
     while (t < chain) {
-      uint64_t swaps = gap_round(keys, h, t % 2, remote);
+      uint64_t swaps = gap_round(keys, h, t % 2, remote, runs);
       gas::all_reduce(&swaps, 1);
       swaps_in_all += swaps;
       ++t;
