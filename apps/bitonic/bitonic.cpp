@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
   clump::runtime rt{argc, argv};
   apps::app a(rt, argc, argv, "bitonic", "bitonic sort of 32-bit keys; blocks of keys compare-split with bulk gets");
   const apps::sorting::input in = apps::sorting::input_options(a, 1u << 12, 1u << 20, 1u << 26);
+  const uint64_t reps = a.repeats(4);
   // The two arrays of n keys a process, and the check's gather.
   a.parsed(2 * in.n * sizeof(key) + apps::sorting::check_bytes(in, a.size()));
   const size_t n = in.n;
@@ -98,28 +99,34 @@ int main(int argc, char** argv) {
 
   gas::spread_array<key> from(total, gas::layout::blocked), to(total, gas::layout::blocked);
   std::vector<key> other(n);
-
-  a.phase("local sort");
-  const std::vector<key> input = in.of(me);
-  std::copy(input.begin(), input.end(), from.local().begin());
-  std::sort(from.local().begin(), from.local().end());
-
-  a.phase("merge network");
+  if (reps > 1) a.note("inputs", static_cast<double>(reps));
   int steps = 0, exchanges = 0;
-  for (int k = 2; k <= q; k <<= 1) {
-    for (int j = k / 2; j >= 1; j >>= 1) {
-      const int partner = j == k / 2 ? me ^ (k - 1) : me ^ j;
-      exchanges += compare_split(from, to, partner < p ? partner : -1, n, other) ? 1 : 0;
-      gas::barrier();
-      std::swap(from, to);
-      ++steps;
+
+  for (uint64_t rep = 0; rep < reps; ++rep) {
+    apps::sorting::input this_input = in;
+    this_input.seed = in.seed + rep;
+    const std::vector<key> input = this_input.of(me);
+    std::copy(input.begin(), input.end(), from.local().begin());
+    a.phase("local sort");
+    std::sort(from.local().begin(), from.local().end());
+
+    a.phase("merge network");
+    steps = 0;
+    for (int k = 2; k <= q; k <<= 1) {
+      for (int j = k / 2; j >= 1; j >>= 1) {
+        const int partner = j == k / 2 ? me ^ (k - 1) : me ^ j;
+        exchanges += compare_split(from, to, partner < p ? partner : -1, n, other) ? 1 : 0;
+        gas::barrier();
+        std::swap(from, to);
+        ++steps;
+      }
     }
+    a.done_timing();
+    apps::sorting::check_sorted(a, this_input, from.local());
+    gas::barrier();  // nobody writes its next input while another still reads its keys
   }
-  a.done_timing();
   a.note("steps", steps);
   gas::all_reduce(&exchanges, 1);
   a.note("block exchanges", exchanges);
-
-  apps::sorting::check_sorted(a, in, from.local());
   return a.finish();
 }

@@ -48,7 +48,7 @@ void app::done_timing() {
 }
 
 int app::finish() {
-  if (!clock_stopped()) done_timing();
+  if (timing()) done_timing();
   // Every phase's longest time and total traffic; every rank's failure count.
   // Every rank started the same phases in the same order.
   run_report r = local_report();

@@ -46,13 +46,15 @@ class app : public program {
   /// Collective.
   void parsed(size_t gas_bytes = 0);
 
-  /// Starts phase `name` (and ends the one before); collective. The timed
-  /// part starts with the first phase: what comes before (allocation, the
-  /// input) is not timed. A phase started again (every pass of a sort) adds
-  /// to its record. A phase's time is the longest any rank spent in it; its
-  /// traffic the sum over ranks.
+  /// Starts phase `name` (and ends the one before); collective. A timed
+  /// part runs from a phase to done_timing(): what comes before the first
+  /// phase (allocation, the input) is not timed. A program that runs several
+  /// inputs (repeats()) times each from its first phase to done_timing(),
+  /// and the total adds them up. A phase started again (every pass of a
+  /// sort) adds to its record. A phase's time is the longest any rank spent
+  /// in it; its traffic the sum over ranks.
   void phase(const char* name);
-  /// Ends the timed part (and the last phase); collective.
+  /// Ends the timed part (and its last phase); collective.
   void done_timing();
 
   /// Collective: gathers the failed checks, prints the report on rank 0,

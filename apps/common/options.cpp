@@ -45,8 +45,8 @@ bool read_as(const std::string& text, T& out) {
 options::options(int argc, char** argv, const char* name, const char* what) : name_(name) {
   for (int i = 1; i < argc; ++i) args_.emplace_back(argv[i]);
   used_.assign(args_.size(), false);
-  help_ = fmt::format("{}\n\n  --size WORD         the input: test (a fraction of a second), small (seconds; the "
-                      "default), large (about a minute with 4 processes on one node)\n"
+  help_ = fmt::format("{}\n\n  --size WORD         the input: test (a fraction of a second), small (the default; up to "
+                      "seconds on one node), large (10-60 s with 4 processes on one node)\n"
                       "  --seed N            the input's random seed (default 1)\n"
                       "  --json FILE         also write the report as JSON\n",
                       what);

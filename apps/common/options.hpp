@@ -17,7 +17,7 @@ class options {
   options(int argc, char** argv, const char* name, const char* what);
 
   /// The input size: 0 test (a fraction of a second, for the test suite),
-  /// 1 small (seconds, the default), 2 large (about a minute on one node).
+  /// 1 small (the default), 2 large (10-60 s with 4 processes on one node).
   int size_class() const noexcept { return size_class_; }
   const char* size_name() const noexcept;
   uint64_t seed() const noexcept { return seed_; }

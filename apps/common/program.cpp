@@ -42,8 +42,8 @@ void program::begin_phase(const char* name, const traffic& now) {
 }
 
 void program::stop_clock() {
-  stopped_ = true;
-  if (timing_) run_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start_).count();
+  if (timing_) run_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start_).count();
+  timing_ = false;
 }
 
 run_report program::local_report() const {
@@ -57,7 +57,8 @@ run_report program::local_report() const {
   }
   r.total = run_seconds_;
   r.failures = failures_.size();
-  for (const std::string& f : failures_) std::fprintf(stderr, "%s: CHECK FAILED: %s\n", opts_.name().c_str(), f.c_str());
+  for (const std::string& f : failures_)
+    std::fprintf(stderr, "%s: CHECK FAILED: %s\n", opts_.name().c_str(), f.c_str());
   std::fflush(stderr);
   return r;
 }

@@ -21,7 +21,7 @@ class program {
   program& operator=(const program&) = delete;
 
   /// The input size: 0 test (a fraction of a second, for the test suite),
-  /// 1 small (the default), 2 large (about a minute with 4 processes on one node).
+  /// 1 small (the default), 2 large (10-60 s with 4 processes on one node).
   int size_class() const noexcept { return opts_.size_class(); }
   uint64_t seed() const noexcept { return opts_.seed(); }
   int rank() const noexcept { return rank_; }
@@ -39,6 +39,14 @@ class program {
   std::string word(const char* name, const char* help, const char* choices) { return opts_.word(name, help, choices); }
   /// A flag `--name`.
   bool flag(const char* name, const char* help) { return opts_.flag(name, help); }
+  /// --repeat R: how many inputs the program runs, made from the seeds
+  /// seed, seed + 1, ...; each is timed and checked, and the times add up.
+  /// 1 for the test and small sizes, `large` for the large one: for the
+  /// programs whose largest input that fits in memory takes seconds.
+  uint64_t repeats(uint64_t large) {
+    return opts_.number("--repeat", "inputs to run, from the seeds seed, seed + 1, ... (their times add up)", 1, 1,
+                        large);
+  }
 
   /// Records a failed check when `ok` is false (printf-style reason).
   /// Not collective: call it on the ranks that check.
@@ -61,12 +69,13 @@ class program {
   void print_usage(const std::string& why, bool to_stderr, const char* launcher) const;
 
   /// The phase bookkeeping, between the subclass's barriers: ends the phase
-  /// running, starts `name` (and the timed part with the first phase).
+  /// running, starts `name` (and a timed part, when none is running).
   void end_phase(const traffic& now) { log_.stop(now); }
   void begin_phase(const char* name, const traffic& now);
-  /// Ends the timed part (after the barrier that follows the last phase).
+  /// Ends the timed part (after the barrier that follows its last phase);
+  /// the total is the sum of the timed parts.
   void stop_clock();
-  bool clock_stopped() const noexcept { return stopped_; }
+  bool timing() const noexcept { return timing_; }
 
   /// This rank's report (its phases' times and traffic, its own total and
   /// failures), for the subclass to combine over the ranks; says the
@@ -78,7 +87,7 @@ class program {
 
  private:
   phase_log log_;
-  bool timing_ = false, stopped_ = false;
+  bool timing_ = false;  // a timed part is running
   std::chrono::steady_clock::time_point run_start_;
   double run_seconds_ = 0;
   std::vector<std::string> failures_;

@@ -126,119 +126,130 @@ int main(int argc, char** argv) {
   const size_t nodes = a.number("--nodes", "nodes per process (a block of side^dims)", 1000, 512000, 64000000);
   double prob = a.real("--edge-prob", "the probability of each lattice edge (0: the paper's, 0.25 in 3D, 0.40 in 2D)",
                        0, 0, 0);
+  const uint64_t reps = a.repeats(4);
   const auto side = static_cast<int64_t>(std::llround(std::pow(static_cast<double>(nodes), 1.0 / dims)));
   const auto block_nodes = static_cast<size_t>(std::pow(static_cast<double>(std::max<int64_t>(side, 1)), dims));
   a.parsed(block_nodes * sizeof(uint32_t));  // the labels
   const int me = a.rank(), p = a.size();
   if (prob == 0) prob = dims == 3 ? 0.25 : 0.40;
-  const lattice l{dims, std::max<int64_t>(side, 1), apps::balanced_grid(p, dims), a.seed(), prob};
-  const double total_nodes = static_cast<double>(l.extent(0) * l.extent(1) * l.extent(2));
+  const lattice first{dims, std::max<int64_t>(side, 1), apps::balanced_grid(p, dims), a.seed(), prob};
+  const double total_nodes = static_cast<double>(first.extent(0) * first.extent(1) * first.extent(2));
   if (!(prob > 0 && prob <= 1) || total_nodes >= 4e9) {
     if (me == 0) std::fprintf(stderr, "con: --edge-prob must be in (0, 1] and the lattice under 2^32 nodes\n");
     gas::barrier();
     rt.exit(2);
   }
-  const std::array<int, 3> where = l.blocks.coords(me);
-  const box mine{{where[0] * l.side, where[1] * l.side, where[2] * l.side},
-                 {l.side, l.side, dims == 3 ? l.side : 1}};
+  const std::array<int, 3> where = first.blocks.coords(me);
+  const box mine{{where[0] * first.side, where[1] * first.side, where[2] * first.side},
+                 {first.side, first.side, dims == 3 ? first.side : 1}};
   const size_t n = mine.nodes();
   auto labels = gas::all_alloc<uint32_t>(n);
+  if (reps > 1) a.note("inputs", static_cast<double>(reps));
 
-  a.phase("local union-find");
-  const std::vector<uint32_t> root_of = components_in(l, mine);
-  auto id_of = [&](size_t i) {
-    const std::array<int64_t, 3> at = mine.local(i);
-    return static_cast<uint32_t>(l.id({mine.origin[0] + at[0], mine.origin[1] + at[1], mine.origin[2] + at[2]}));
-  };
-  // comp[root]: the label of a local component, its smallest id so far.
-  std::vector<uint32_t> comp(n);
-  for (size_t i = 0; i < n; ++i)
-    if (root_of[i] == i) comp[i] = id_of(i);
-  // The crossing edges, and the boundary nodes that have any.
-  std::vector<crossing> crossings;
-  std::vector<uint32_t> boundary;
-  for (size_t i = 0; i < n; ++i) {
-    const std::array<int64_t, 3> at = mine.local(i);
-    const std::array<int64_t, 3> g = {mine.origin[0] + at[0], mine.origin[1] + at[1], mine.origin[2] + at[2]};
-    const size_t before = crossings.size();
-    for (int d = 0; d < dims; ++d)
-      for (int step : {-1, 1}) {
-        std::array<int64_t, 3> far = g;
-        far[d] += step;
-        const bool outside = at[d] + step < 0 || at[d] + step >= mine.size[d];
-        if (!outside || far[d] < 0 || far[d] >= l.extent(d) || !l.edge(step > 0 ? g : far, d)) continue;
-        const int owner = l.blocks.index(static_cast<int>(far[0] / l.side), static_cast<int>(far[1] / l.side),
-                                         static_cast<int>(far[2] / l.side));
-        const box theirs{{far[0] / l.side * l.side, far[1] / l.side * l.side, far[2] / l.side * l.side}, mine.size};
-        const size_t at_far = theirs.index({far[0] - theirs.origin[0], far[1] - theirs.origin[1], far[2] - theirs.origin[2]});
-        crossings.push_back({labels.on(owner) + static_cast<std::ptrdiff_t>(at_far), root_of[i]});
-      }
-    if (crossings.size() != before) boundary.push_back(static_cast<uint32_t>(i));
-  }
-  uint32_t* label = labels.local();
-  for (size_t i = 0; i < n; ++i) label[i] = comp[root_of[i]];
-
-  a.phase("boundary rounds");
-  const gas::traffic_counts traffic_before = gas::traffic();
-  std::vector<uint32_t> fetched(crossings.size());
-  double read_seconds = 0;
-  uint64_t rounds = 0;
-  for (int64_t changed = 1; changed;) {
-    ++rounds;
-    const auto start = std::chrono::steady_clock::now();
-    for (size_t e = 0; e < crossings.size(); ++e) gas::get(&fetched[e], crossings[e].far);
-    gas::sync();
-    read_seconds += apps::seconds_since(start);
-    for (size_t e = 0; e < crossings.size(); ++e)
-      comp[crossings[e].root] = std::min(comp[crossings[e].root], fetched[e]);
-    gas::barrier();  // everyone has read this round's labels
-    changed = 0;
-    for (uint32_t i : boundary)
-      if (comp[root_of[i]] < label[i]) {
-        label[i] = comp[root_of[i]];
-        changed = 1;
-      }
-    gas::all_reduce(&changed, 1, gas::maximum<int64_t>());
-  }
-  for (size_t i = 0; i < n; ++i) label[i] = comp[root_of[i]];
-  const double messages = apps::network_messages_since(traffic_before);
-  a.done_timing();
-
-  uint64_t components = 0;
-  for (size_t i = 0; i < n; ++i) components += label[i] == id_of(i);
-  gas::all_reduce(&components, 1);
-  const apps::rank_spread reads(read_seconds), sent(messages), crossing_count(static_cast<double>(crossings.size()));
-  char grid_text[64];
-  std::snprintf(grid_text, sizeof grid_text, "%dx%dx%d blocks of side %lld", l.blocks.x, l.blocks.y, l.blocks.z,
-                static_cast<long long>(l.side));
-  a.note("dims", dims);
-  a.note("nodes per process", static_cast<double>(n));
-  a.note("edge prob", prob);
-  a.note("grid", grid_text);
-  a.note("rounds", static_cast<double>(rounds));
-  a.note("components", static_cast<double>(components));
-  a.note("crossing edges per process min/median/max", crossing_count.text("%.0f"));
-  a.note("read seconds min/median/max", reads.text());
-  a.note("net msgs per process min/median/max", sent.text("%.0f"));
-
-  // The check (not timed): a sequential union-find over the whole lattice.
-  if (me == 0) {
-    const box whole{{0, 0, 0}, {l.extent(0), l.extent(1), l.extent(2)}};
-    const std::vector<uint32_t> want = components_in(l, whole);
-    std::vector<uint32_t> got(n);
-    size_t wrong = 0, first_bad = 0;
-    for (int r = 0; r < p; ++r) {
-      gas::read(got.data(), labels.on(r), n);
-      const std::array<int, 3> w = l.blocks.coords(r);
-      const box theirs{{w[0] * l.side, w[1] * l.side, w[2] * l.side}, mine.size};
-      for (size_t i = 0; i < n; ++i) {
-        const std::array<int64_t, 3> at = theirs.local(i);
-        const size_t global = whole.index({theirs.origin[0] + at[0], theirs.origin[1] + at[1], theirs.origin[2] + at[2]});
-        if (got[i] != want[global] && wrong++ == 0) first_bad = global;
-      }
+  for (uint64_t rep = 0; rep < reps; ++rep) {
+    lattice l = first;  // this input's: the next seed
+    l.seed = first.seed + rep;
+    a.phase("local union-find");
+    const std::vector<uint32_t> root_of = components_in(l, mine);
+    auto id_of = [&](size_t i) {
+      const std::array<int64_t, 3> at = mine.local(i);
+      return static_cast<uint32_t>(l.id({mine.origin[0] + at[0], mine.origin[1] + at[1], mine.origin[2] + at[2]}));
+    };
+    // comp[root]: the label of a local component, its smallest id so far.
+    std::vector<uint32_t> comp(n);
+    for (size_t i = 0; i < n; ++i)
+      if (root_of[i] == i) comp[i] = id_of(i);
+    // The crossing edges, and the boundary nodes that have any.
+    std::vector<crossing> crossings;
+    std::vector<uint32_t> boundary;
+    for (size_t i = 0; i < n; ++i) {
+      const std::array<int64_t, 3> at = mine.local(i);
+      const std::array<int64_t, 3> g = {mine.origin[0] + at[0], mine.origin[1] + at[1], mine.origin[2] + at[2]};
+      const size_t before = crossings.size();
+      for (int d = 0; d < dims; ++d)
+        for (int step : {-1, 1}) {
+          std::array<int64_t, 3> far = g;
+          far[d] += step;
+          const bool outside = at[d] + step < 0 || at[d] + step >= mine.size[d];
+          if (!outside || far[d] < 0 || far[d] >= l.extent(d) || !l.edge(step > 0 ? g : far, d)) continue;
+          const int owner = l.blocks.index(static_cast<int>(far[0] / l.side), static_cast<int>(far[1] / l.side),
+                                           static_cast<int>(far[2] / l.side));
+          const box theirs{{far[0] / l.side * l.side, far[1] / l.side * l.side, far[2] / l.side * l.side}, mine.size};
+          const size_t at_far =
+              theirs.index({far[0] - theirs.origin[0], far[1] - theirs.origin[1], far[2] - theirs.origin[2]});
+          crossings.push_back({labels.on(owner) + static_cast<std::ptrdiff_t>(at_far), root_of[i]});
+        }
+      if (crossings.size() != before) boundary.push_back(static_cast<uint32_t>(i));
     }
-    a.check(wrong == 0, "%zu of %.0f labels differ from the sequential union-find (first at node %zu: %u expected)",
-            wrong, total_nodes, first_bad, want[first_bad]);
+    uint32_t* label = labels.local();
+    for (size_t i = 0; i < n; ++i) label[i] = comp[root_of[i]];
+
+    a.phase("boundary rounds");
+    const gas::traffic_counts traffic_before = gas::traffic();
+    std::vector<uint32_t> fetched(crossings.size());
+    double read_seconds = 0;
+    uint64_t rounds = 0;
+    for (int64_t changed = 1; changed;) {
+      ++rounds;
+      const auto start = std::chrono::steady_clock::now();
+      for (size_t e = 0; e < crossings.size(); ++e) gas::get(&fetched[e], crossings[e].far);
+      gas::sync();
+      read_seconds += apps::seconds_since(start);
+      for (size_t e = 0; e < crossings.size(); ++e)
+        comp[crossings[e].root] = std::min(comp[crossings[e].root], fetched[e]);
+      gas::barrier();  // everyone has read this round's labels
+      changed = 0;
+      for (uint32_t i : boundary)
+        if (comp[root_of[i]] < label[i]) {
+          label[i] = comp[root_of[i]];
+          changed = 1;
+        }
+      gas::all_reduce(&changed, 1, gas::maximum<int64_t>());
+    }
+    for (size_t i = 0; i < n; ++i) label[i] = comp[root_of[i]];
+    const double messages = apps::network_messages_since(traffic_before);
+    a.done_timing();
+
+    uint64_t components = 0;
+    for (size_t i = 0; i < n; ++i) components += label[i] == id_of(i);
+    gas::all_reduce(&components, 1);
+    const apps::rank_spread reads(read_seconds), sent(messages), crossing_count(static_cast<double>(crossings.size()));
+    char grid_text[64];
+    std::snprintf(grid_text, sizeof grid_text, "%dx%dx%d blocks of side %lld", l.blocks.x, l.blocks.y, l.blocks.z,
+                  static_cast<long long>(l.side));
+    if (rep + 1 == reps) {  // the last input's
+      a.note("dims", dims);
+      a.note("nodes per process", static_cast<double>(n));
+      a.note("edge prob", prob);
+      a.note("grid", grid_text);
+      a.note("rounds", static_cast<double>(rounds));
+      a.note("components", static_cast<double>(components));
+      a.note("crossing edges per process min/median/max", crossing_count.text("%.0f"));
+      a.note("read seconds min/median/max", reads.text());
+      a.note("net msgs per process min/median/max", sent.text("%.0f"));
+    }
+
+    // The check (not timed): a sequential union-find over the whole lattice.
+    if (me == 0) {
+      const box whole{{0, 0, 0}, {l.extent(0), l.extent(1), l.extent(2)}};
+      const std::vector<uint32_t> want = components_in(l, whole);
+      std::vector<uint32_t> got(n);
+      size_t wrong = 0, first_bad = 0;
+      for (int r = 0; r < p; ++r) {
+        gas::read(got.data(), labels.on(r), n);
+        const std::array<int, 3> w = l.blocks.coords(r);
+        const box theirs{{w[0] * l.side, w[1] * l.side, w[2] * l.side}, mine.size};
+        for (size_t i = 0; i < n; ++i) {
+          const std::array<int64_t, 3> at = theirs.local(i);
+          const size_t global =
+              whole.index({theirs.origin[0] + at[0], theirs.origin[1] + at[1], theirs.origin[2] + at[2]});
+          if (got[i] != want[global] && wrong++ == 0) first_bad = global;
+        }
+      }
+      a.check(wrong == 0, "%zu of %.0f labels differ from the sequential union-find (first at node %zu: %u expected)",
+              wrong, total_nodes, first_bad, want[first_bad]);
+    }
+    gas::barrier();  // nobody labels the next input while rank 0 still reads the labels
   }
   return a.finish();
 }

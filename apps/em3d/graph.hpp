@@ -40,7 +40,7 @@ struct graph_shape {
 };
 
 /// The options em3d and its MPI peer share, with their defaults for each
-/// size class (large: about a minute with 4 processes on one node).
+/// size class (large: about 50 s with 4 processes on one node).
 struct run_options {
   graph_shape shape;
   uint64_t steps;

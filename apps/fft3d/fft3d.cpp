@@ -131,52 +131,58 @@ int main(int argc, char** argv) {
   clump::runtime rt{argc, argv};
   apps::app a(rt, argc, argv, "fft3d", "3D FFT of an n x n x n complex array in slabs; one bulk all-to-all transpose");
   const size_t n = a.number("--n", "points along each dimension (a power of two)", 16, 256, 512);
+  const uint64_t reps = a.repeats(8);
   a.parsed();  // the default segment: the transpose goes in rounds that fit half of it
   if (!apps::fft::usable_length(a, "--n", n)) return 2;
   a.note("n", static_cast<double>(n));
   const slabs s{n, (n + static_cast<size_t>(a.size()) - 1) / static_cast<size_t>(a.size()), a.rank(), a.size()};
   const size_t plane = s.plane_points(), mine = s.held_by(s.me), x0 = s.first_of(s.me);
 
-  // This process's slab of the input.
-  auto input = [&] {
-    std::vector<cplx> x(s.m * plane);
-    for (size_t i = 0; i < mine * plane; ++i) x[i] = apps::fft::input_point(a.seed(), x0 * plane + i);
-    return x;
-  };
-  std::vector<cplx> spectrum = transform(&a, s, input(), apps::fft::direction::forward);
-  a.done_timing();
+  if (reps > 1) a.note("inputs", static_cast<double>(reps));
+  for (uint64_t rep = 0; rep < reps; ++rep) {
+    const uint64_t seed = a.seed() + rep;
+    // This process's slab of the input.
+    auto input = [&] {
+      std::vector<cplx> x(s.m * plane);
+      for (size_t i = 0; i < mine * plane; ++i) x[i] = apps::fft::input_point(seed, x0 * plane + i);
+      return x;
+    };
+    std::vector<cplx> spectrum = transform(&a, s, input(), apps::fft::direction::forward);
+    a.done_timing();
 
-  // Spectrum entries against direct sums over the input (all of them up to
-  // n = 16), each compared by its owner (of ky).
-  std::vector<size_t> chosen;  // ky * n^2 + kx * n + kz
-  if (n <= 16) {
-    for (size_t k = 0; k < n * plane; ++k) chosen.push_back(k);
-  } else {
-    apps::random64 r(a.seed() + 17);
-    for (int i = 0; i < 16; ++i) chosen.push_back(r.next() % (n * plane));
-  }
-  const std::vector<cplx> direct = direct_sums(s, input(), chosen);
-  apps::fft::error_sums e;
-  for (size_t c = 0; c < chosen.size(); ++c) {
-    const size_t ky = chosen[c] / plane;
-    if (ky >= x0 && ky < x0 + mine) e.add(spectrum[(ky - x0) * plane + chosen[c] % plane], direct[c]);
-  }
-  e.sum_over_ranks();
-  a.note("spectrum error", e.relative());
-  if (a.rank() == 0)
-    a.check(e.relative() < apps::fft::tolerance,
-            "%zu spectrum entries differ from the direct sums by %.3g (relative 2-norm)", chosen.size(), e.relative());
+    // Spectrum entries against direct sums over the input (all of them up to
+    // n = 16), each compared by its owner (of ky).
+    std::vector<size_t> chosen;  // ky * n^2 + kx * n + kz
+    if (n <= 16) {
+      for (size_t k = 0; k < n * plane; ++k) chosen.push_back(k);
+    } else {
+      apps::random64 r(seed + 17);
+      for (int i = 0; i < 16; ++i) chosen.push_back(r.next() % (n * plane));
+    }
+    const std::vector<cplx> direct = direct_sums(s, input(), chosen);
+    apps::fft::error_sums e;
+    for (size_t c = 0; c < chosen.size(); ++c) {
+      const size_t ky = chosen[c] / plane;
+      if (ky >= x0 && ky < x0 + mine) e.add(spectrum[(ky - x0) * plane + chosen[c] % plane], direct[c]);
+    }
+    e.sum_over_ranks();
+    if (rep + 1 == reps) a.note("spectrum error", e.relative());
+    if (a.rank() == 0)
+      a.check(e.relative() < apps::fft::tolerance,
+              "%zu spectrum entries differ from the direct sums by %.3g (relative 2-norm)", chosen.size(),
+              e.relative());
 
-  // The inverse (untimed) returns the input, in the original layout.
-  const std::vector<cplx> back = transform(nullptr, s, std::move(spectrum), apps::fft::direction::inverse);
-  const double scale = 1.0 / static_cast<double>(n * plane);
-  apps::fft::error_sums round;
-  for (size_t i = 0; i < mine * plane; ++i)
-    round.add(back[i] * scale, apps::fft::input_point(a.seed(), x0 * plane + i));
-  round.sum_over_ranks();
-  a.note("round-trip error", round.relative());
-  if (a.rank() == 0)
-    a.check(round.relative() < apps::fft::tolerance,
-            "the inverse transform differs from the input by %.3g (relative 2-norm)", round.relative());
+    // The inverse (untimed) returns the input, in the original layout.
+    const std::vector<cplx> back = transform(nullptr, s, std::move(spectrum), apps::fft::direction::inverse);
+    const double scale = 1.0 / static_cast<double>(n * plane);
+    apps::fft::error_sums round;
+    for (size_t i = 0; i < mine * plane; ++i)
+      round.add(back[i] * scale, apps::fft::input_point(seed, x0 * plane + i));
+    round.sum_over_ranks();
+    if (rep + 1 == reps) a.note("round-trip error", round.relative());
+    if (a.rank() == 0)
+      a.check(round.relative() < apps::fft::tolerance,
+              "the inverse transform differs from the input by %.3g (relative 2-norm)", round.relative());
+  }
   return a.finish();
 }

@@ -146,7 +146,8 @@ std::string spread(double mine, int p, const char* f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  apps::mpi_app a(argc, argv, "em3d_mpi", "EM3D with MPI: the values others need move in one MPI_Alltoallv per half-step");
+  apps::mpi_app a(argc, argv, "em3d_mpi",
+                  "EM3D with MPI: the values others need move in one MPI_Alltoallv per half-step");
   const apps::em3d::run_options run = apps::em3d::read_options(a);
   a.parsed();
   const int me = a.rank(), p = a.size();

@@ -61,7 +61,7 @@ class mpi_app : private mpi_session, public program {
 
   /// Prints the report on rank 0, writes --json, ends MPI; the exit code.
   int finish() {
-    if (!clock_stopped()) done_timing();
+    if (timing()) done_timing();
     run_report r = local_report();
     r.with_traffic = false;
     const std::vector<double> mine = r.seconds;

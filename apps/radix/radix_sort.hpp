@@ -43,98 +43,104 @@ inline int run(int argc, char** argv, bool bulk) {
         bulk ? "radix sort of 32-bit keys; keys move in bulk stores, one per run of places on one process"
              : "radix sort of 32-bit keys; every key moves with a one-way store");
   const size_t n = keys_option(a);
+  const uint64_t reps = a.repeats(bulk ? 12 : 2);
   const size_t total = n * static_cast<size_t>(a.size());
   // The two arrays, and the check's gather of every key (up to 4 Mi of them).
   a.parsed(2 * n * sizeof(uint32_t) + (total <= (4u << 20) ? total * sizeof(uint32_t) : 0));
   a.note("keys per process", static_cast<double>(n));
+  if (reps > 1) a.note("inputs", static_cast<double>(reps));
   const int me = a.rank(), p = a.size();
 
   // Two blocked spread arrays of n keys per process: the pass reads one and writes the other.
   gas::spread_array<uint32_t> from(total, gas::layout::blocked), to(total, gas::layout::blocked);
-  const std::vector<uint32_t> input = input_of(a.seed(), me, n);
-  std::copy(input.begin(), input.end(), from.local().begin());
-  // The other array's pages are touched here, before the timing, as MPI's
-  // receive vector is when radix_mpi makes it: first touches of shared
-  // memory pages are page faults that would otherwise land in pass 1.
-  std::fill(to.local().begin(), to.local().end(), 0u);
-  const fingerprint before = all_fingerprint(from.local());
-
   std::vector<uint64_t> hist(digits), all_hist(digits * static_cast<size_t>(p)), place(digits);
   std::vector<uint32_t> staged(bulk ? n : 0);
-  for (unsigned shift = 0; shift < 32; shift += digit_bits) {
-    a.phase("histogram");
-    std::span<uint32_t> mine = from.local();
-    std::fill(hist.begin(), hist.end(), 0);
-    for (uint32_t k : mine) ++hist[(k >> shift) & (digits - 1)];
-    gas::all_gather(hist.data(), all_hist.data(), digits);
-    // place[d]: the global index of this rank's first key with digit d.
-    uint64_t at = 0;
-    for (unsigned d = 0; d < digits; ++d)
-      for (int r = 0; r < p; ++r) {
-        if (r == me) place[d] = at;
-        at += all_hist[static_cast<size_t>(r) * digits + d];
-      }
+  for (uint64_t rep = 0; rep < reps; ++rep) {
+    const uint64_t seed = a.seed() + rep;
+    const std::vector<uint32_t> input = input_of(seed, me, n);
+    std::copy(input.begin(), input.end(), from.local().begin());
+    // The other array's pages are touched here, before the timing, as MPI's
+    // receive vector is when radix_mpi makes it: first touches of shared
+    // memory pages are page faults that would otherwise land in pass 1.
+    std::fill(to.local().begin(), to.local().end(), 0u);
+    const fingerprint before = all_fingerprint(from.local());
 
-    a.phase("permute");
-    if (!bulk) {
-      for (uint32_t k : mine) gas::store(to[place[(k >> shift) & (digits - 1)]++], &k, 1);
-    } else {
-      // Lay the keys out in their global order here, then send each run of
-      // consecutive places that one process holds with one store.
-      std::vector<uint64_t> first(place);
-      std::vector<uint64_t> local_at(digits);
-      uint64_t off = 0;
-      for (unsigned d = 0; d < digits; ++d) {
-        local_at[d] = off;
-        off += hist[d];
-      }
-      for (uint32_t k : mine) staged[local_at[(k >> shift) & (digits - 1)]++] = k;
-      uint64_t src = 0;
-      for (unsigned d = 0; d < digits; ++d) {
-        uint64_t g = first[d], left = hist[d];
-        while (left) {
-          const size_t owner_end = (g / n + 1) * n;  // blocked: rank g / n holds up to here
-          const uint64_t run = std::min<uint64_t>(left, owner_end - g);
-          gas::store(to[g], staged.data() + src, run);
-          g += run;
-          src += run;
-          left -= run;
+    for (unsigned shift = 0; shift < 32; shift += digit_bits) {
+      a.phase("histogram");
+      std::span<uint32_t> mine = from.local();
+      std::fill(hist.begin(), hist.end(), 0);
+      for (uint32_t k : mine) ++hist[(k >> shift) & (digits - 1)];
+      gas::all_gather(hist.data(), all_hist.data(), digits);
+      // place[d]: the global index of this rank's first key with digit d.
+      uint64_t at = 0;
+      for (unsigned d = 0; d < digits; ++d)
+        for (int r = 0; r < p; ++r) {
+          if (r == me) place[d] = at;
+          at += all_hist[static_cast<size_t>(r) * digits + d];
+        }
+
+      a.phase("permute");
+      if (!bulk) {
+        for (uint32_t k : mine) gas::store(to[place[(k >> shift) & (digits - 1)]++], &k, 1);
+      } else {
+        // Lay the keys out in their global order here, then send each run of
+        // consecutive places that one process holds with one store.
+        std::vector<uint64_t> first(place);
+        std::vector<uint64_t> local_at(digits);
+        uint64_t off = 0;
+        for (unsigned d = 0; d < digits; ++d) {
+          local_at[d] = off;
+          off += hist[d];
+        }
+        for (uint32_t k : mine) staged[local_at[(k >> shift) & (digits - 1)]++] = k;
+        uint64_t src = 0;
+        for (unsigned d = 0; d < digits; ++d) {
+          uint64_t g = first[d], left = hist[d];
+          while (left) {
+            const size_t owner_end = (g / n + 1) * n;  // blocked: rank g / n holds up to here
+            const uint64_t run = std::min<uint64_t>(left, owner_end - g);
+            gas::store(to[g], staged.data() + src, run);
+            g += run;
+            src += run;
+            left -= run;
+          }
         }
       }
+      gas::all_store_sync();
+      std::swap(from, to);
     }
-    gas::all_store_sync();
-    std::swap(from, to);
-  }
-  a.done_timing();
+    a.done_timing();
 
-  // The check (not timed).
-  std::span<const uint32_t> sorted = from.local();
-  const auto bad = std::is_sorted_until(sorted.begin(), sorted.end());
-  a.check(bad == sorted.end(), "keys out of order at local index %zu", static_cast<size_t>(bad - sorted.begin()));
-  if (me + 1 < p && n) {
-    const uint32_t next_first = gas::read(from[static_cast<size_t>(me + 1) * n]);
-    a.check(sorted.back() <= next_first, "rank %d's last key %u is above rank %d's first %u", me, sorted.back(), me + 1,
-            next_first);
-  }
-  const fingerprint after = all_fingerprint(sorted);
-  a.check(after.sum == before.sum && after.squares == before.squares && after.bits == before.bits,
-          "the sorted keys are not the input's (fingerprints differ)");
-  if (total <= (4u << 20)) {
-    std::vector<uint32_t> everything(total);
-    gas::all_gather(sorted.data(), everything.data(), n);
-    if (me == 0) {
-      std::vector<uint32_t> reference;
-      reference.reserve(total);
-      for (int r = 0; r < p; ++r) {
-        const std::vector<uint32_t> in = input_of(a.seed(), r, n);
-        reference.insert(reference.end(), in.begin(), in.end());
-      }
-      std::sort(reference.begin(), reference.end());
-      const auto diff = std::mismatch(reference.begin(), reference.end(), everything.begin());
-      a.check(diff.first == reference.end(), "global index %zu holds %u, the sequential sort has %u",
-              static_cast<size_t>(diff.first - reference.begin()), diff.second == everything.end() ? 0 : *diff.second,
-              diff.first == reference.end() ? 0 : *diff.first);
+    // The check (not timed).
+    std::span<const uint32_t> sorted = from.local();
+    const auto bad = std::is_sorted_until(sorted.begin(), sorted.end());
+    a.check(bad == sorted.end(), "keys out of order at local index %zu", static_cast<size_t>(bad - sorted.begin()));
+    if (me + 1 < p && n) {
+      const uint32_t next_first = gas::read(from[static_cast<size_t>(me + 1) * n]);
+      a.check(sorted.back() <= next_first, "rank %d's last key %u is above rank %d's first %u", me, sorted.back(),
+              me + 1, next_first);
     }
+    const fingerprint after = all_fingerprint(sorted);
+    a.check(after.sum == before.sum && after.squares == before.squares && after.bits == before.bits,
+            "the sorted keys are not the input's (fingerprints differ)");
+    if (total <= (4u << 20)) {
+      std::vector<uint32_t> everything(total);
+      gas::all_gather(sorted.data(), everything.data(), n);
+      if (me == 0) {
+        std::vector<uint32_t> reference;
+        reference.reserve(total);
+        for (int r = 0; r < p; ++r) {
+          const std::vector<uint32_t> in = input_of(seed, r, n);
+          reference.insert(reference.end(), in.begin(), in.end());
+        }
+        std::sort(reference.begin(), reference.end());
+        const auto diff = std::mismatch(reference.begin(), reference.end(), everything.begin());
+        a.check(diff.first == reference.end(), "global index %zu holds %u, the sequential sort has %u",
+                static_cast<size_t>(diff.first - reference.begin()), diff.second == everything.end() ? 0 : *diff.second,
+                diff.first == reference.end() ? 0 : *diff.first);
+      }
+    }
+    gas::barrier();  // nobody makes its next input while another still reads its keys
   }
   return a.finish();
 }
