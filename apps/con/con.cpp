@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
   const size_t nodes = a.number("--nodes", "nodes per process (a block of side^dims)", 1000, 512000, 64000000);
   double prob = a.real("--edge-prob", "the probability of each lattice edge (0: the paper's, 0.25 in 3D, 0.40 in 2D)",
                        0, 0, 0);
-  const uint64_t reps = a.repeats(4);
+  const uint64_t reps = a.repeats(6);
   const auto side = static_cast<int64_t>(std::llround(std::pow(static_cast<double>(nodes), 1.0 / dims)));
   const auto block_nodes = static_cast<size_t>(std::pow(static_cast<double>(std::max<int64_t>(side, 1)), dims));
   a.parsed(block_nodes * sizeof(uint32_t));  // the labels

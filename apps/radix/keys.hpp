@@ -9,9 +9,8 @@
 
 namespace apps::radix {
 
-/// Reads --keys, the keys per process, with the sorts' defaults for each
-/// size class (test, small, large: about a minute for radix with 4
-/// processes on one node). A is apps::app or apps::mpi_app.
+/// Reads --keys, the keys per process, with a default for each size class
+/// (by default radixb's and radix_mpi's). A is apps::app or apps::mpi_app.
 template <class A>
 size_t keys_option(A& a, uint64_t test = 1u << 12, uint64_t small = 1u << 18, uint64_t large = 1u << 27) {
   return a.number("--keys", "keys per process", test, small, large);
