@@ -64,7 +64,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include <fmt/core.h>
@@ -174,21 +173,27 @@ struct half_step {
 half_step plan(const cell_nodes& k, int my_cell, const std::vector<int>& rank_of_cell,
                gas::global_ptr<double> other_values, size_t nodes, bool ghost) {
   half_step s;
-  std::unordered_map<uint64_t, uint32_t> slot_of;
+  // ghost: per cell, per node, 1 + the slot of its value once an edge has
+  // asked for it (0 before), so that each distinct value is fetched once.
+  std::vector<std::vector<uint32_t>> slot_at(ghost ? rank_of_cell.size() : 0);
   s.from.reserve(k.edges.size());
   for (const edge& e : k.edges) {
     if (e.cell == static_cast<uint32_t>(my_cell)) {
       s.from.push_back(e.node);
       continue;
     }
-    const uint64_t key = static_cast<uint64_t>(e.cell) * nodes + e.node;
-    if (ghost)
-      if (auto it = slot_of.find(key); it != slot_of.end()) {
-        s.from.push_back(remote_bit | it->second);
+    uint32_t* seen = nullptr;
+    if (ghost) {
+      std::vector<uint32_t>& slots = slot_at[e.cell];
+      if (slots.empty()) slots.assign(nodes, 0);
+      seen = &slots[e.node];
+      if (*seen) {
+        s.from.push_back(remote_bit | (*seen - 1));
         continue;
       }
+    }
     const auto slot = static_cast<uint32_t>(s.remote.size());
-    slot_of.emplace(key, slot);
+    if (seen) *seen = slot + 1;
     s.remote.push_back(other_values.on(rank_of_cell[e.cell]) + static_cast<std::ptrdiff_t>(e.node));
     s.from.push_back(remote_bit | slot);
   }
