@@ -49,12 +49,7 @@ int main(int argc, char** argv) {
       std::fill(hist.begin(), hist.end(), 0);
       for (uint32_t k : keys) ++hist[(k >> shift) & (digits - 1)];
       MPI_Allgather(hist.data(), digits, MPI_UINT64_T, all_hist.data(), digits, MPI_UINT64_T, MPI_COMM_WORLD);
-      uint64_t at = 0;
-      for (unsigned d = 0; d < digits; ++d)
-        for (int r = 0; r < p; ++r) {
-          if (r == me) place[d] = at;
-          at += all_hist[static_cast<size_t>(r) * digits + d];
-        }
+      apps::radix::places_of(all_hist, me, p, digits, place);
 
       a.phase("permute");
       // A stable counting sort by digit puts this process's keys in the order

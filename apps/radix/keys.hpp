@@ -24,6 +24,19 @@ inline std::vector<uint32_t> input_of(uint64_t seed, int r, size_t n) {
   return keys;
 }
 
+/// From every rank's count of each digit (`all_hist`, rank by rank, `digits`
+/// a rank): place[d], the global index of rank `me`'s first key with digit d
+/// in the order of a stable sort (smaller digits first, then lower ranks).
+inline void places_of(const std::vector<uint64_t>& all_hist, int me, int p, size_t digits,
+                      std::vector<uint64_t>& place) {
+  uint64_t at = 0;
+  for (size_t d = 0; d < digits; ++d)
+    for (int r = 0; r < p; ++r) {
+      if (r == me) place[d] = at;
+      at += all_hist[static_cast<size_t>(r) * digits + d];
+    }
+}
+
 /// Sum, sum of squares and xor of the keys: equal for equal multisets.
 struct fingerprint {
   uint64_t sum = 0, squares = 0, bits = 0;

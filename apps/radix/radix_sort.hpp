@@ -74,13 +74,7 @@ inline int run(int argc, char** argv, bool bulk) {
       std::fill(hist.begin(), hist.end(), 0);
       for (uint32_t k : mine) ++hist[(k >> shift) & (digits - 1)];
       gas::all_gather(hist.data(), all_hist.data(), digits);
-      // place[d]: the global index of this rank's first key with digit d.
-      uint64_t at = 0;
-      for (unsigned d = 0; d < digits; ++d)
-        for (int r = 0; r < p; ++r) {
-          if (r == me) place[d] = at;
-          at += all_hist[static_cast<size_t>(r) * digits + d];
-        }
+      places_of(all_hist, me, p, digits, place);
 
       a.phase("permute");
       if (!bulk) {
