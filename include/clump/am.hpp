@@ -133,6 +133,10 @@ struct network_stats {
       refused_malformed, refused_source;
   uint64_t fault_dropped, fault_duplicated, fault_reordered, fault_delayed;  ///< CLUMP_NET_FAULT at work
   uint64_t peers_unreachable;                   ///< peers declared unreachable
+  uint64_t pings_sent;                          ///< keep-alives sent to peers that were silent for a while
+  /// Times the library's service thread took the network over from a program
+  /// that had not polled it for a while (it computed, or was not scheduled).
+  uint64_t covered;
 };
 
 /// This process's network counters (takes the network's lock; not for hot loops).

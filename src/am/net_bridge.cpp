@@ -177,6 +177,8 @@ network_stats network_statistics() noexcept {
   out.fault_reordered = s.fault_reordered;
   out.fault_delayed = s.fault_delayed;
   out.peers_unreachable = s.peers_unreachable;
+  out.pings_sent = s.pings_sent;
+  out.covered = s.covered;
   return out;
 }
 

@@ -89,8 +89,9 @@ const setting_def registry[] = {
      "destination to poll); shorter ones, and the async forms, are copied and return at once; 0: always copy",
      false},
     {"CLUMP_NET_TIMEOUT_MS", setting_type::integer, "10000",
-     "a peer that acknowledges nothing for this long is declared unreachable and its messages come back to "
-     "handler 0; 0: never give up (for debuggers)",
+     "a peer that answers nothing, not even the library's keep-alives, for this long while messages to it wait is "
+     "declared unreachable and its messages come back to handler 0 (a peer that computes without polling still "
+     "answers: its library does); 100 or more, or 0: never give up (for debuggers)",
      false},
     {"CLUMP_NET_ACK_DELAY_US", setting_type::integer, "100",
      "an explicit acknowledgement waits at most this long for reverse traffic to ride on", false},
@@ -225,7 +226,9 @@ config parse() {
   if (send_sockets < 0 || send_sockets > 65536) bad_setting("CLUMP_NET_SEND_SOCKETS must be between 0 and 65536");
   c.net_send_sockets = static_cast<uint32_t>(send_sockets);
   int64_t timeout = integer("CLUMP_NET_TIMEOUT_MS");
-  if (timeout < 0 || timeout > 86400000) bad_setting("CLUMP_NET_TIMEOUT_MS must be between 0 (never) and 86400000");
+  if (timeout < 0 || (timeout > 0 && timeout < 100) || timeout > 86400000)
+    bad_setting("CLUMP_NET_TIMEOUT_MS=%lld must be 0 (never) or between 100 and 86400000",
+                static_cast<long long>(timeout));
   c.net_timeout_ms = static_cast<uint32_t>(timeout);
   int64_t ack = integer("CLUMP_NET_ACK_DELAY_US");
   if (ack < 0 || ack > 1000000) bad_setting("CLUMP_NET_ACK_DELAY_US must be between 0 and 1000000");

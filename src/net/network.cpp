@@ -24,6 +24,10 @@ constexpr double initial_rto_us = 5000;
 constexpr double max_rto_us = 1e6;
 /// How often a stalled channel offers its head message again.
 constexpr auto stall_retry = std::chrono::microseconds(200);
+/// The service thread takes the network over from a program that has not
+/// polled it for this long (it computes, or it is not scheduled), so that the
+/// process keeps acknowledging, retransmitting and answering keep-alives.
+constexpr auto absent_after = std::chrono::milliseconds(2);
 
 double micros(clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
@@ -54,6 +58,8 @@ struct network::send_channel {
 struct network::recv_channel {
   uint32_t next = 0;  // the next sequence number to deliver
   std::vector<std::byte> held[ring_size];  // datagrams next .. next + 63 that arrived early or stalled
+  clock::time_point arrived[ring_size];    // when each held datagram arrived
+  clock::time_point last_arrival;          // when datagram next - 1 arrived (for the ack's delay_us)
   bool stalled = false;                    // the datagram at `next` is held: the am layer had no room
   struct assembly {
     uint32_t msg_id;
@@ -80,7 +86,9 @@ struct network::peer_state {
   double srtt_us = 0, rttvar_us = 0, min_rtt_us = 1e9;
   bool rtt_known = false;
   clock::time_point heard;  // the last time it showed it is alive (or our first datagram to it)
+  clock::time_point pinged;  // the last keep-alive we sent it
   std::byte ack_bytes[sizeof(datagram_header)];
+  std::byte ping_bytes[sizeof(datagram_header)];
   double rto_us(uint32_t floor_us) const noexcept {
     double r = rtt_known ? srtt_us + 4 * rttvar_us : initial_rto_us;
     return std::clamp(r, static_cast<double>(floor_us), max_rto_us);
@@ -199,10 +207,12 @@ bool network::settled(int peer, const message_header& m, uint32_t until) noexcep
   return p.unreachable || seq_diff(sc.acked, until) >= 0;
 }
 
-void network::fill_acks(peer_state& p, datagram_header& h) const noexcept {
+void network::fill_acks(peer_state& p, datagram_header& h, clock::time_point now) const noexcept {
   for (unsigned c = 0; c < channel_count; ++c) {
     recv_channel& rc = p.in[c];
     h.ack[c] = rc.next;
+    const double held_us = micros(now - rc.last_arrival);
+    h.delay_us[c] = static_cast<uint32_t>(std::clamp(held_us, 0.0, 4e9));
     uint64_t bits = 0;
     for (uint32_t i = 0; i < ring_size; ++i)
       if (!rc.at(rc.next + i).empty()) bits |= uint64_t{1} << i;
@@ -214,7 +224,7 @@ void network::transmit(peer_state& p, int /*rank*/, send_entry& e, clock::time_p
   // Piggyback the acknowledgements as they are now.
   datagram_header h;
   std::memcpy(&h, e.bytes.data(), sizeof h);
-  fill_acks(p, h);
+  fill_acks(p, h, now);
   std::memcpy(e.bytes.data(), &h, sizeof h);
   p.ack_due = false;
   p.unacked = 0;
@@ -228,25 +238,33 @@ int network::via(peer_state& p) noexcept {
   return p.via;
 }
 
-void network::send_ack(peer_state& p, int rank) noexcept {
+void network::send_ack(peer_state& p, int rank, datagram_type type) noexcept {
   datagram_header h{};
   h.magic = wire_magic;
   h.version = wire_version;
-  h.type = static_cast<uint8_t>(datagram_type::ack);
+  h.type = static_cast<uint8_t>(type);
   h.job = job_;
   h.src_rank = static_cast<uint32_t>(rank_);
   h.dst_rank = static_cast<uint32_t>(rank);
-  fill_acks(p, h);
-  std::memcpy(p.ack_bytes, &h, sizeof h);
-  socket_.queue(p.addr, via(p), p.ack_bytes, sizeof h);
+  fill_acks(p, h, clock::now());
+  // Its own buffer: an ack and a ping may wait in one batch.
+  std::byte* bytes = type == datagram_type::ping ? p.ping_bytes : p.ack_bytes;
+  std::memcpy(bytes, &h, sizeof h);
+  socket_.queue(p.addr, via(p), bytes, sizeof h);
   p.ack_due = false;
   p.unacked = 0;
-  ++acks_sent_;
+  if (type == datagram_type::ping)
+    ++pings_sent_;
+  else
+    ++acks_sent_;
 }
 
 // ---- receiving --------------------------------------------------------------
 
 unsigned network::poll() noexcept {
+  // The program looks after the network: the service thread need not (see service()).
+  // Relaxed: a hint for the service thread, read with a margin of milliseconds.
+  program_polled_.store(clock::now().time_since_epoch().count(), std::memory_order_relaxed);
   unsigned n = 0;
   {
     std::unique_lock lock(mutex_, std::try_to_lock);
@@ -292,7 +310,10 @@ void network::on_datagram(const std::byte* bytes, size_t n, const sockaddr_in& f
   core::heard_from_outside();  // see core/tsan.hpp
   p->heard = now;
   on_acks(*p, rank, d.h, now);
-  if (d.h.type == static_cast<uint8_t>(datagram_type::data)) on_data(*p, rank, bytes, n, d, now);
+  if (d.h.type == static_cast<uint8_t>(datagram_type::data))
+    on_data(*p, rank, bytes, n, d, now);
+  else if (d.h.type == static_cast<uint8_t>(datagram_type::ping))
+    send_ack(*p, rank);  // a keep-alive: answer at once, whatever the program is doing
 }
 
 network::peer_state* network::sender_of(const decoded& d, const sockaddr_in& from) noexcept {
@@ -322,14 +343,17 @@ void network::on_acks(peer_state& p, int rank, const datagram_header& h, clock::
       // (its ack then measures the gap, not the path).
       const send_entry& newest = sc.at(a - 1);
       if (newest.transmissions == 1 && !newest.held) {
-        // A peer that did not poll for a while acks late, and that delay is
-        // not the path's: a sample counts as at most 8 x the shortest round
-        // trip seen + 4 x the minimum timeout (room for the queueing of a
-        // full window), so that one pause does not leave every later loss
-        // waiting tens of milliseconds for its timer.
-        const double raw = micros(now - newest.first_sent);
-        p.min_rtt_us = std::min(p.min_rtt_us, raw);
-        const double sample = std::min(raw, 8 * p.min_rtt_us + 4.0 * cfg_.net_rto_min_us);
+        // Two estimates from one sample. The retransmission timeout follows
+        // the whole response time, whatever made it long: a receiver that
+        // computes, a process the scheduler left waiting (16 ranks on 2
+        // cores), a full queue. A timeout shorter than that only sends
+        // duplicates. The path alone (the sample less the time the receiver
+        // says it held the datagram before this ack left) gives the shortest
+        // round trip, which paces the repair of real losses, seen as gaps.
+        const double raw = std::min(micros(now - newest.first_sent), max_rto_us);
+        const double held = static_cast<double>(h.delay_us[c]);
+        p.min_rtt_us = std::min(p.min_rtt_us, held < raw ? std::max(raw - held, 1.0) : raw);
+        const double sample = raw;
         if (!p.rtt_known) {
           p.srtt_us = sample;
           p.rttvar_us = sample / 2;
@@ -398,6 +422,7 @@ void network::on_data(peer_state& p, int rank, const std::byte* bytes, size_t n,
   ++p.unacked;
   if (ahead == 0 && !rc.stalled && consume(p, rank, rc, d)) {
     ++rc.next;
+    rc.last_arrival = now;
     drain_held(p, rank, rc, now);
     // The end of a message of several datagrams: its sender may be waiting
     // to reuse its payload (a lent one), so it hears at once.
@@ -414,6 +439,7 @@ void network::on_data(peer_state& p, int rank, const std::byte* bytes, size_t n,
       pool_.pop_back();
     }
     slot.assign(bytes, bytes + n);
+    rc.arrived[d.h.seq % ring_size] = now;
     if (ahead == 0 && !rc.stalled) {
       rc.stalled = true;
       ++stalls_;
@@ -440,6 +466,7 @@ void network::drain_held(peer_state& p, int rank, recv_channel& rc, clock::time_
     pool_.emplace_back();
     pool_.back().swap(slot);
     pool_.back().clear();
+    rc.last_arrival = rc.arrived[rc.next % ring_size];
     ++rc.next;
   }
   if (rc.next == first) return;
@@ -562,10 +589,20 @@ void network::run_timers(clock::time_point now) noexcept {
     if (in_flight && cfg_.net_timeout_ms) {
       const auto budget = std::chrono::milliseconds(cfg_.net_timeout_ms);
       if (now - p.heard > budget) {
-        declare_unreachable(p, rank, "acknowledged nothing");
+        declare_unreachable(p, rank, "answered nothing");
         continue;
       }
-      next = std::min(next, p.heard + budget);
+      // Keep-alives: a peer that has said nothing for a quarter of the
+      // budget is asked for an ack, every eighth of it, whatever its
+      // retransmission timers are doing. Its library answers even while its
+      // program computes (service()), so only a dead process, host or path
+      // stays silent for the whole budget.
+      const auto quiet = budget / 4, every = budget / 8;
+      if (now - p.heard >= quiet && now - p.pinged >= every) {
+        send_ack(p, rank, datagram_type::ping);
+        p.pinged = now;
+      }
+      next = std::min({next, p.heard + budget, std::max(p.heard + quiet, p.pinged + every)});
     }
   }
   if (socket_.holding()) next = std::min(next, now + std::chrono::microseconds(100));
@@ -573,8 +610,9 @@ void network::run_timers(clock::time_point now) noexcept {
 }
 
 void network::declare_unreachable(peer_state& p, int rank, const char* why) noexcept {
-  core::log_error("rank %d at %s %s for %u ms (CLUMP_NET_TIMEOUT_MS); it is now unreachable: the messages it did "
-                  "not acknowledge come back to handler 0 as unreachable, and new ones at once",
+  core::log_error("rank %d at %s %s for %u ms (CLUMP_NET_TIMEOUT_MS), not even keep-alives: its process, its host "
+                  "or the path to it is gone. It is now unreachable: the messages it did not acknowledge come back to "
+                  "handler 0 as unreachable, and new ones at once",
                   rank, udp_socket::to_text(p.addr).c_str(), why, cfg_.net_timeout_ms);
   if (cfg_.verbose >= 2) dump_locked();
   p.unreachable = true;
@@ -655,6 +693,14 @@ void network::wake_service() noexcept {
   [[maybe_unused]] ssize_t n = ::write(event_fd_, &one, sizeof one);
 }
 
+bool network::work_waiting(clock::time_point now) noexcept {
+  pollfd fd{socket_.fd(), POLLIN, 0};
+  if (::poll(&fd, 1, 0) > 0) return true;
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  // A program thread holding the lock is not absent.
+  return lock.owns_lock() && (next_timer_ <= now || socket_.holding() || !give_backs_.empty());
+}
+
 void network::service() noexcept {
   pollfd fds[2] = {{socket_.fd(), POLLIN, 0}, {event_fd_, POLLIN, 0}};
   auto timeout_until = [](clock::time_point next) {
@@ -668,13 +714,23 @@ void network::service() noexcept {
   // again soon (a barrier's short naps) then needs no wake-up call.
   constexpr auto stay_active = std::chrono::milliseconds(5);
   clock::time_point active_until{};
+  // Liveness belongs to the process, not to its program: while the program
+  // computes without polling (or is not scheduled), this thread covers for
+  // it, from the first sign of work, until the program polls again.
+  bool covering = false;
+  auto program_absent = [this](clock::time_point now) {
+    // Relaxed: see poll().
+    const clock::time_point last{clock::duration(program_polled_.load(std::memory_order_relaxed))};
+    return now - last >= absent_after;
+  };
   while (!stopping_.load(std::memory_order_relaxed)) {
     fds[0].revents = fds[1].revents = 0;
+    const auto now = clock::now();
     bool active = cfg_.progress_thread || armed_.load(std::memory_order_seq_cst) > 0;
     if (active) {
-      active_until = clock::now() + stay_active;
+      active_until = now + stay_active;
     } else if (service_active_.load(std::memory_order_relaxed)) {
-      if (clock::now() < active_until) {
+      if (now < active_until) {
         active = true;
       } else {
         service_active_.store(false, std::memory_order_seq_cst);
@@ -682,8 +738,17 @@ void network::service() noexcept {
       }
     }
     if (active) {
-      service_active_.store(true, std::memory_order_seq_cst);
-      // Someone sleeps (or the progress thread is on): drain the network here.
+      covering = false;
+    } else if (!program_absent(now)) {
+      covering = false;
+    } else if (!covering && work_waiting(now)) {
+      covering = true;
+      ++covered_;
+    }
+    if (active || covering) {
+      if (active) service_active_.store(true, std::memory_order_seq_cst);
+      // Someone sleeps, the progress thread is on, or the program is away:
+      // drain the network here.
       clock::time_point next;
       {
         std::lock_guard lock(mutex_);
@@ -691,7 +756,9 @@ void network::service() noexcept {
         next = next_timer_;
       }
       sink_->after_poll();
-      const timespec t = timeout_until(std::min(next, active_until));
+      // Covering: look again within absent_after, to hand the network back
+      // to a program that polls again.
+      const timespec t = timeout_until(std::min(next, active ? active_until : clock::now() + absent_after));
       ::ppoll(fds, 2, &t, nullptr);
     } else if (watching_.load(std::memory_order_relaxed) && !doorbell_.load(std::memory_order_relaxed)) {
       // (Relaxed: every change of these is followed by an eventfd write that
@@ -707,7 +774,12 @@ void network::service() noexcept {
       // Release: a poller that sees the bell sees what made us ring it.
       if (n == 0 || (fds[0].revents & POLLIN)) doorbell_.store(true, std::memory_order_release);
     } else {
-      ::ppoll(fds + 1, 1, nullptr, nullptr);  // until armed, watching again, or stopping
+      // Until armed, watching again, stopping, or the moment the program
+      // would be absent if it does not poll meanwhile.
+      // Relaxed: see poll().
+      const clock::time_point last{clock::duration(program_polled_.load(std::memory_order_relaxed))};
+      const timespec t = timeout_until(std::max(last + absent_after, clock::now() + absent_after / 4));
+      ::ppoll(fds + 1, 1, &t, nullptr);
     }
     if (fds[1].revents & POLLIN) {
       uint64_t v;
@@ -770,6 +842,8 @@ statistics network::stats() const noexcept {
   s.fault_reordered = u.fault_reordered;
   s.fault_delayed = u.fault_delayed;
   s.peers_unreachable = unreachable_;
+  s.pings_sent = pings_sent_;
+  s.covered = covered_.load(std::memory_order_relaxed);
   s.send_errors = u.send_errors;
   return s;
 }

@@ -77,6 +77,8 @@ struct statistics {
   uint64_t refused[refusal_count];  // by refusal reason
   uint64_t fault_dropped, fault_duplicated, fault_reordered, fault_delayed;
   uint64_t peers_unreachable, send_errors;
+  uint64_t pings_sent;  // keep-alives sent to silent peers
+  uint64_t covered;     // times the service thread took the network over from an absent program
 };
 
 class network {
@@ -154,14 +156,15 @@ class network {
   bool consume(peer_state& p, int rank, recv_channel& rc, const decoded& d) noexcept;
   void drain_held(peer_state& p, int rank, recv_channel& rc, clock::time_point now) noexcept;
   void transmit(peer_state& p, int rank, send_entry& e, clock::time_point now) noexcept;
-  void send_ack(peer_state& p, int rank) noexcept;
+  void send_ack(peer_state& p, int rank, datagram_type type = datagram_type::ack) noexcept;
   int via(peer_state& p) noexcept;
-  void fill_acks(peer_state& p, datagram_header& h) const noexcept;
+  void fill_acks(peer_state& p, datagram_header& h, clock::time_point now) const noexcept;
   void run_timers(clock::time_point now) noexcept;
   void dump_locked() noexcept;
   void declare_unreachable(peer_state& p, int rank, const char* why) noexcept;
   void offer_give_backs() noexcept;
   void service() noexcept;
+  bool work_waiting(clock::time_point now) noexcept;
   void wake_service() noexcept;
 
   core::config cfg_;
@@ -180,7 +183,7 @@ class network {
   };
   std::vector<give_back_item> give_backs_;  // undeliverable messages not yet taken by the sink
   uint64_t messages_sent_ = 0, messages_delivered_ = 0, retransmits_ = 0, duplicates_ = 0, out_of_order_ = 0,
-           acks_sent_ = 0, stalls_ = 0, unreachable_ = 0;
+           acks_sent_ = 0, stalls_ = 0, unreachable_ = 0, pings_sent_ = 0;
   uint64_t refused_[refusal_count] = {};
   bool version_warned_ = false;
 
@@ -192,6 +195,8 @@ class network {
   std::atomic<bool> watching_{false};
   std::atomic<bool> doorbell_{false};
   std::atomic<bool> stopping_{false};
+  std::atomic<clock::rep> program_polled_{0};  // when a program thread last called poll()
+  std::atomic<uint64_t> covered_{0};
 };
 
 }  // namespace clump::net

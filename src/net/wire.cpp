@@ -28,8 +28,9 @@ refusal decode(const std::byte* bytes, size_t n, uint64_t job, uint32_t me, uint
   if (h.job != job) return refusal::other_job;
   if (h.src_rank >= size || h.dst_rank != me || h.src_rank == me) return refusal::bad_rank;
   // Reserved fields are zero, so that a later version may give them a meaning.
-  if (h.reserved != 0 || h.reserved2 != 0) return refusal::malformed;
-  if (h.type == static_cast<uint8_t>(datagram_type::ack)) return n == sizeof h ? refusal::none : refusal::malformed;
+  if (h.flags != 0 || h.reserved != 0) return refusal::malformed;
+  if (h.type == static_cast<uint8_t>(datagram_type::ack) || h.type == static_cast<uint8_t>(datagram_type::ping))
+    return n == sizeof h ? refusal::none : refusal::malformed;
   if (h.type != static_cast<uint8_t>(datagram_type::data) || h.channel >= channel_count) return refusal::malformed;
   if (n < data_header_bytes) return refusal::truncated;
   std::memcpy(&out.m, bytes + sizeof h, sizeof out.m);

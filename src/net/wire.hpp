@@ -5,7 +5,7 @@
 // fragment of one message: a message_header, the message's argument words,
 // then the fragment's payload bytes. An ack datagram carries only the header.
 //
-//   datagram_header  56 bytes   who, which job, channel, sequence, acks
+//   datagram_header  64 bytes   who, which job, channel, sequence, acks
 //   message_header   64 bytes   data only: the AM message (same for every fragment)
 //   args             4 x nargs  data only
 //   payload          the rest   data only: bytes [frag_offset, frag_offset + n) of the payload
@@ -32,12 +32,15 @@ namespace clump::net {
 /// "CLNT" in memory.
 inline constexpr uint32_t wire_magic = 0x544e4c43u;
 /// Bumped whenever the layout or meaning of a datagram changes.
-inline constexpr uint8_t wire_version = 1;
+inline constexpr uint8_t wire_version = 2;
 
 inline constexpr unsigned channel_count = 2;
 enum class channel : uint8_t { request = 0, reply = 1 };
 
-enum class datagram_type : uint8_t { data = 1, ack = 2 };
+/// data: one fragment of a message; ack: acknowledgements only; ping: a
+/// keep-alive that asks for an ack at once (sent by the library itself while
+/// a peer is silent, so that a peer that computes is not taken for dead).
+enum class datagram_type : uint8_t { data = 1, ack = 2, ping = 3 };
 
 /// The message kinds, numbered as the am layer's packet kinds.
 enum class msg_kind : uint8_t {
@@ -70,7 +73,7 @@ struct datagram_header {
   uint8_t version;
   uint8_t type;      // a datagram_type
   uint8_t channel;   // data: the channel this datagram travels on
-  uint8_t reserved;
+  uint8_t flags;     // 0 (reserved for the authentication trailer)
   uint64_t job;      // the job id: a datagram of another job is dropped
   uint32_t src_rank;
   uint32_t dst_rank;
@@ -78,12 +81,16 @@ struct datagram_header {
   /// For each channel of the reverse direction (dst -> src): every sequence
   /// number below ack[c] has been delivered here...
   uint32_t ack[channel_count];
-  uint32_t reserved2;
+  /// ...the datagram ack[c] - 1 arrived here this many microseconds before
+  /// this datagram left (the receiver's own share of a round trip, as QUIC's
+  /// ack delay: the sender keeps it out of its estimate of the path)...
+  uint32_t delay_us[channel_count];
+  uint32_t reserved;
   /// ...and bit i of held[c] says sequence ack[c] + i is held here, waiting
   /// (selective acknowledgement: the sender need not send it again).
   uint64_t held[channel_count];
 };
-static_assert(sizeof(datagram_header) == 56);
+static_assert(sizeof(datagram_header) == 64);
 
 struct message_header {
   uint8_t kind;        // a msg_kind

@@ -55,16 +55,16 @@ uint64_t u64(const uint8_t* b, size_t at) {
 }
 
 // Byte offsets of the fields the rules read (wire.hpp); the structs must agree.
-constexpr size_t at_magic = 0, at_version = 4, at_type = 5, at_channel = 6, at_reserved = 7, at_job = 8,
-                 at_src = 16, at_dst = 20, at_reserved2 = 36;
-constexpr size_t dh = 56;  // datagram header bytes
+constexpr size_t at_magic = 0, at_version = 4, at_type = 5, at_channel = 6, at_flags = 7, at_job = 8,
+                 at_src = 16, at_dst = 20, at_reserved = 44;
+constexpr size_t dh = 64;  // datagram header bytes
 constexpr size_t at_kind = dh + 0, at_nargs = dh + 2, at_length = dh + 40, at_frag = dh + 44;
 constexpr size_t at_m_reserved = dh + 5, at_m_reserved2 = dh + 12;
 constexpr size_t data_headers = dh + 64;
 static_assert(offsetof(datagram_header, version) == at_version && offsetof(datagram_header, type) == at_type &&
-              offsetof(datagram_header, channel) == at_channel && offsetof(datagram_header, reserved) == at_reserved &&
+              offsetof(datagram_header, channel) == at_channel && offsetof(datagram_header, flags) == at_flags &&
               offsetof(datagram_header, job) == at_job && offsetof(datagram_header, src_rank) == at_src &&
-              offsetof(datagram_header, dst_rank) == at_dst && offsetof(datagram_header, reserved2) == at_reserved2 &&
+              offsetof(datagram_header, dst_rank) == at_dst && offsetof(datagram_header, reserved) == at_reserved &&
               sizeof(datagram_header) == dh);
 static_assert(offsetof(message_header, reserved) == at_m_reserved - dh &&
               offsetof(message_header, reserved2) == at_m_reserved2 - dh);
@@ -84,8 +84,8 @@ refusal model(const uint8_t* b, size_t n, uint64_t job, uint32_t me, uint32_t si
   if (u64(b, at_job) != job) return refusal::other_job;
   const uint32_t src = u32(b, at_src), dst = u32(b, at_dst);
   if (src >= size || dst != me || src == me) return refusal::bad_rank;
-  if (b[at_reserved] != 0 || u32(b, at_reserved2) != 0) return refusal::malformed;
-  if (b[at_type] == 2) return n == dh ? refusal::none : refusal::malformed;  // an ack is its header alone
+  if (b[at_flags] != 0 || u32(b, at_reserved) != 0) return refusal::malformed;
+  if (b[at_type] == 2 || b[at_type] == 3) return n == dh ? refusal::none : refusal::malformed;  // an ack or a ping is its header alone
   if (b[at_type] != 1 || b[at_channel] > 1) return refusal::malformed;
   if (n < data_headers) return refusal::truncated;
   const uint8_t kind = b[at_kind], nargs = b[at_nargs];
@@ -117,7 +117,7 @@ void check(const uint8_t* data, size_t n, uint64_t job, uint32_t me, uint32_t si
   FUZZ_CHECK(std::memcmp(&a.h, &b.h, sizeof a.h) == 0);
   FUZZ_CHECK(std::memcmp(&a.h, data, sizeof a.h) == 0);
   FUZZ_CHECK(a.h.job == job && a.h.dst_rank == me && a.h.src_rank < size && a.h.src_rank != me);
-  if (a.h.type == static_cast<uint8_t>(datagram_type::ack)) {
+  if (a.h.type == static_cast<uint8_t>(datagram_type::ack) || a.h.type == static_cast<uint8_t>(datagram_type::ping)) {
     FUZZ_CHECK(n == sizeof(datagram_header));
     return;
   }

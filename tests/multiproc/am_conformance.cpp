@@ -603,7 +603,11 @@ int scenario_killed(clump::runtime& rt) {
     if (m.reason == clump::return_reason::unreachable) ++unreachable;
     else ++other;
   });
-  auto pong = ep.on_reply([&](clump::token&, uint32_t) { ++replies; });
+  auto last_reply = std::chrono::steady_clock::now();
+  auto pong = ep.on_reply([&](clump::token&, uint32_t) {
+    ++replies;
+    last_reply = std::chrono::steady_clock::now();
+  });
   auto ping = ep.on_request([&](clump::token& t, uint32_t i) {
     ++handled[static_cast<size_t>(t.source().rank)];
     t.reply(pong, i);
@@ -627,6 +631,13 @@ int scenario_killed(clump::runtime& rt) {
     rt.bundle().poll();
   }
   CHECK(unreachable > 0, "nothing came back from the killed rank within 60 s");
+  // Found within the timeout of the victim's last sign of life (its last
+  // reply here), plus a second for scheduling: keep-alives, not luck.
+  const double found = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_reply).count();
+  const char* budget = std::getenv("CLUMP_NET_TIMEOUT_MS");
+  const double timeout = budget ? std::atof(budget) / 1000 : 10;
+  CHECK(replies == 0 || found <= timeout + 1, "the death was found %.2f s after the last reply (timeout %.2f s)",
+        found, timeout);
   // Every later send fails fast.
   const int before = unreachable;
   const auto t0 = std::chrono::steady_clock::now();

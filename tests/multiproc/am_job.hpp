@@ -20,14 +20,14 @@ inline std::vector<std::string> dev_shm_entries() {
   return names;
 }
 
-/// `ranks` processes of am_conformance with `args`, extra environment and
+/// `ranks` processes of `program` with `args`, extra environment and
 /// clumprun options; checks that nothing is left in /dev/shm.
-inline cmd_result job(int ranks, std::vector<std::string> args, std::vector<std::string> env = {},
-                      std::vector<std::string> launcher_options = {}) {
+inline cmd_result program_job(const std::string& program, int ranks, std::vector<std::string> args,
+                              std::vector<std::string> env = {}, std::vector<std::string> launcher_options = {}) {
   using namespace std::chrono_literals;
   std::vector<std::string> argv{CLUMPRUN, "-n", std::to_string(ranks), "--timeout", "120"};
   argv.insert(argv.end(), launcher_options.begin(), launcher_options.end());
-  argv.push_back(AM_CONFORMANCE);
+  argv.push_back(program);
   argv.insert(argv.end(), args.begin(), args.end());
   env.push_back("CLUMP_SEGMENT_SIZE=8M");
   auto before = dev_shm_entries();
@@ -35,6 +35,14 @@ inline cmd_result job(int ranks, std::vector<std::string> args, std::vector<std:
   EXPECT_EQ(dev_shm_entries(), before) << "the job left files in /dev/shm";
   return r;
 }
+
+#ifdef AM_CONFORMANCE
+/// `ranks` processes of am_conformance (see program_job).
+inline cmd_result job(int ranks, std::vector<std::string> args, std::vector<std::string> env = {},
+                      std::vector<std::string> launcher_options = {}) {
+  return program_job(AM_CONFORMANCE, ranks, std::move(args), std::move(env), std::move(launcher_options));
+}
+#endif
 
 }  // namespace clump::test
 
