@@ -7,7 +7,7 @@
 
 #include <cstdio>
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   clump::runtime rt{argc, argv};
   clump::endpoint& ep = rt.endpoint();
   int greeted = 0;
@@ -24,4 +24,7 @@ int main(int argc, char** argv) {
   }
   rt.barrier();  // end the traffic while the handlers' state (greeted) is alive
   return 0;
+} catch (const clump::error& e) {  // setup failed: say why (the message has the fix), exit 1
+  std::fprintf(stderr, "%s\n", e.what());
+  return 1;
 }

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   clump::runtime rt{argc, argv};
   const int iterations = argc > 1 ? std::atoi(argv[1]) : 100000;
   clump::endpoint& ep = rt.endpoint();
@@ -31,4 +31,7 @@ int main(int argc, char** argv) {
   }
   rt.barrier();  // rank 1 keeps serving until rank 0 is done
   return 0;
+} catch (const clump::error& e) {  // setup failed: say why (the message has the fix), exit 1
+  std::fprintf(stderr, "%s\n", e.what());
+  return 1;
 }

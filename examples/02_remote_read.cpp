@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <vector>
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   clump::runtime rt{argc, argv};
   clump::endpoint& ep = rt.endpoint();
   const int n = rt.size();
@@ -53,4 +53,7 @@ int main(int argc, char** argv) {
   // done, while `table` and the handlers' other state are still alive.
   rt.barrier();
   return 0;
+} catch (const clump::error& e) {  // setup failed: say why (the message has the fix), exit 1
+  std::fprintf(stderr, "%s\n", e.what());
+  return 1;
 }

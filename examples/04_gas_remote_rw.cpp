@@ -14,7 +14,7 @@
 
 namespace gas = clump::gas;
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   clump::runtime rt{argc, argv};
   gas::space gs{rt};
   const int me = gs.rank(), n = gs.size();
@@ -41,4 +41,7 @@ int main(int argc, char** argv) {
               table.on(left).is_local() ? "same node" : "other node");
   gas::barrier();
   return wrong ? 1 : 0;
+} catch (const clump::error& e) {  // setup failed: say why (the message has the fix), exit 1
+  std::fprintf(stderr, "%s\n", e.what());
+  return 1;
 }

@@ -14,7 +14,7 @@
 
 namespace gas = clump::gas;
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   clump::runtime rt{argc, argv};
   gas::space gs{rt};
   const size_t n = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 100000;
@@ -41,4 +41,7 @@ int main(int argc, char** argv) {
   }
   gas::barrier();
   return sum == expected && walked == expected ? 0 : 1;
+} catch (const clump::error& e) {  // setup failed: say why (the message has the fix), exit 1
+  std::fprintf(stderr, "%s\n", e.what());
+  return 1;
 }

@@ -13,7 +13,7 @@
 
 namespace gas = clump::gas;
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   clump::runtime rt{argc, argv};
   gas::space gs{rt};
   const int samples = argc > 1 ? std::atoi(argv[1]) : 20000;
@@ -46,4 +46,7 @@ int main(int argc, char** argv) {
                 wrong ? "WRONG counts" : "every count exact");
   gas::barrier();
   return wrong ? 1 : 0;
+} catch (const clump::error& e) {  // setup failed: say why (the message has the fix), exit 1
+  std::fprintf(stderr, "%s\n", e.what());
+  return 1;
 }

@@ -15,7 +15,7 @@
 
 namespace gas = clump::gas;
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   clump::runtime rt{argc, argv};
   gas::space gs{rt};
   const int me = gs.rank(), n = gs.size();
@@ -48,4 +48,7 @@ int main(int argc, char** argv) {
     std::printf("pipeline: %d blocks of %zu words through %d ranks, %s\n", blocks, words, n,
                 wrong ? "WRONG values" : "every value right");
   return wrong ? 1 : 0;
+} catch (const clump::error& e) {  // setup failed: say why (the message has the fix), exit 1
+  std::fprintf(stderr, "%s\n", e.what());
+  return 1;
 }

@@ -83,7 +83,7 @@ bool compare_split(const gas::spread_array<key>& from, const gas::spread_array<k
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   clump::runtime rt{argc, argv};
   apps::app a(rt, argc, argv, "bitonic", "bitonic sort of 32-bit keys; blocks of keys compare-split with bulk gets");
   const apps::sorting::input in = apps::sorting::input_options(a, 1u << 12, 1u << 20, 1u << 26);
@@ -129,4 +129,6 @@ int main(int argc, char** argv) {
   gas::all_reduce(&exchanges, 1);
   a.note("block exchanges", exchanges);
   return a.finish();
+} catch (const std::exception& e) {
+  return apps::failed(e);
 }

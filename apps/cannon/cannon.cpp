@@ -30,7 +30,7 @@
 namespace gas = clump::gas;
 using apps::matrix::block_matrix;
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   clump::runtime rt{argc, argv};
   apps::app a(rt, argc, argv, "cannon",
               "Cannon's matrix multiply; blocks shift with bulk gets, overlapped with the multiply");
@@ -92,4 +92,6 @@ int main(int argc, char** argv) {
 
   apps::matrix::check_product(a, c, n);
   return a.finish();
+} catch (const std::exception& e) {
+  return apps::failed(e);
 }

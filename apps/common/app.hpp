@@ -26,12 +26,22 @@
 #include <clump/gas.hpp>
 
 #include <cstddef>
+#include <exception>
 #include <optional>
 
 #include "program.hpp"
 #include "random64.hpp"
 
 namespace apps {
+
+/// Prints why a program cannot go on (a clump::error from setup: a segment
+/// too small, an address not of this host; memory that ran out) and returns
+/// 1, its exit code. Every main ends with it:
+///   int main(int argc, char** argv) try { ... } catch (const std::exception& e) { return apps::failed(e); }
+int failed(const std::exception& e) noexcept;
+/// Bytes of memory this machine can still give (MemAvailable, or less under
+/// a cgroup limit); 0 when it cannot tell.
+uint64_t available_memory() noexcept;
 
 class app : public program {
  public:
@@ -43,7 +53,9 @@ class app : public program {
   /// makes the gas space, with a segment of at least `gas_bytes` (what the
   /// program allocates on each process, its collectives' staging included)
   /// plus room for the allocator; CLUMP_GAS_SEGMENT when that is larger.
-  /// Collective.
+  /// An input whose segments cannot fit in the memory this node has left
+  /// (its processes' segments together) is refused before any is made, and
+  /// the job ends with the reason (exit 1). Collective.
   void parsed(size_t gas_bytes = 0);
 
   /// Starts phase `name` (and ends the one before); collective. A timed

@@ -118,7 +118,7 @@ struct crossing {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   clump::runtime rt{argc, argv};
   apps::app a(rt, argc, argv, "con",
               "CON: connected components of a random 2D or 3D lattice, labels exchanged with fine-grained gets");
@@ -252,4 +252,6 @@ int main(int argc, char** argv) {
     gas::barrier();  // nobody labels the next input while rank 0 still reads the labels
   }
   return a.finish();
+} catch (const std::exception& e) {
+  return apps::failed(e);
 }

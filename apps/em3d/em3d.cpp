@@ -227,7 +227,7 @@ void update(double* mine, const cell_nodes& k, const half_step& s, const double*
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   clump::runtime rt{argc, argv};
   apps::app a(rt, argc, argv, "em3d",
               "EM3D: E and H values on an irregular bipartite graph, neighbours read with fine-grained gas reads");
@@ -345,4 +345,6 @@ int main(int argc, char** argv) {
             2 * nodes * static_cast<size_t>(p), worst);
   }
   return a.finish();
+} catch (const std::exception& e) {
+  return apps::failed(e);
 }

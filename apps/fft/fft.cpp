@@ -129,7 +129,7 @@ std::vector<cplx> gather_on_root(const gas::spread_array<cplx>& a, int me, int p
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   clump::runtime rt{argc, argv};
   apps::app a(rt, argc, argv, "fft",
               "1D FFT of N complex points; butterflies across processes get one point at a time");
@@ -190,4 +190,6 @@ int main(int argc, char** argv) {
     gas::barrier();  // nobody writes its next input while rank 0 still reads the spectrum
   }
   return a.finish();
+} catch (const std::exception& e) {
+  return apps::failed(e);
 }

@@ -127,7 +127,7 @@ std::vector<cplx> direct_sums(const slabs& s, std::vector<cplx> x, const std::ve
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   clump::runtime rt{argc, argv};
   apps::app a(rt, argc, argv, "fft3d", "3D FFT of an n x n x n complex array in slabs; one bulk all-to-all transpose");
   const size_t n = a.number("--n", "points along each dimension (a power of two)", 16, 256, 512);
@@ -185,4 +185,6 @@ int main(int argc, char** argv) {
               "the inverse transform differs from the input by %.3g (relative 2-norm)", round.relative());
   }
   return a.finish();
+} catch (const std::exception& e) {
+  return apps::failed(e);
 }

@@ -26,7 +26,7 @@
 namespace gas = clump::gas;
 using apps::matrix::block_matrix;
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   clump::runtime rt{argc, argv};
   apps::app a(rt, argc, argv, "mm",
               "blocked matrix multiply; every block fetched with a bulk get overlapped with a multiply");
@@ -75,4 +75,6 @@ int main(int argc, char** argv) {
 
   apps::matrix::check_product(a, c, n);
   return a.finish();
+} catch (const std::exception& e) {
+  return apps::failed(e);
 }

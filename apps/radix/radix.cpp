@@ -3,4 +3,8 @@
 //   clumprun -n 4 ./radix [--keys N] [--size test|small|large]
 #include "radix_sort.hpp"
 
-int main(int argc, char** argv) { return apps::radix::run(argc, argv, false); }
+int main(int argc, char** argv) try {
+  return apps::radix::run(argc, argv, false);
+} catch (const std::exception& e) {
+  return apps::failed(e);
+}

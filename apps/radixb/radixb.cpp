@@ -4,4 +4,8 @@
 //   clumprun -n 4 ./radixb [--keys N] [--size test|small|large]
 #include "../radix/radix_sort.hpp"
 
-int main(int argc, char** argv) { return apps::radix::run(argc, argv, true); }
+int main(int argc, char** argv) try {
+  return apps::radix::run(argc, argv, true);
+} catch (const std::exception& e) {
+  return apps::failed(e);
+}

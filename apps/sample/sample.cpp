@@ -5,4 +5,8 @@
 //   clumprun -n 4 ./sample [--keys N] [--key-range R] [--samples S] [--size test|small|large]
 #include "sample_sort.hpp"
 
-int main(int argc, char** argv) { return apps::sorting::run_sample_sort(argc, argv, false); }
+int main(int argc, char** argv) try {
+  return apps::sorting::run_sample_sort(argc, argv, false);
+} catch (const std::exception& e) {
+  return apps::failed(e);
+}

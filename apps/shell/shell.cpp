@@ -102,7 +102,7 @@ uint64_t gap_round(const gas::spread_array<key>& a, size_t h, size_t parity, std
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   clump::runtime rt{argc, argv};
   apps::app a(rt, argc, argv, "shell",
               "parallel Shell sort of 32-bit keys over a spread array; remote compare-exchanges with one-word "
@@ -148,4 +148,6 @@ int main(int argc, char** argv) {
 
   apps::sorting::check_sorted(a, in, keys.local());
   return a.finish();
+} catch (const std::exception& e) {
+  return apps::failed(e);
 }

@@ -107,7 +107,7 @@ std::vector<fish> school_of(uint64_t seed, int r, size_t n, int ranks) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   clump::runtime rt{argc, argv};
   apps::app a(rt, argc, argv, "wator",
               "wator: N-body fish; remote fish read while their owners compute (polling or not)");
@@ -219,4 +219,6 @@ int main(int argc, char** argv) {
     a.check(wrong == 0, "%zu of %zu fish differ from the sequential run", wrong, n * static_cast<size_t>(p));
   }
   return a.finish();
+} catch (const std::exception& e) {
+  return apps::failed(e);
 }

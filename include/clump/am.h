@@ -69,9 +69,10 @@ typedef int op_t;
 /// An endpoint's global name: a plain value, valid in every process of the
 /// job. Compare names with AMX_enEqual(). Same layout as clump::endpoint_name.
 typedef struct amx_en {
-  uint64_t job;   ///< the job's id
-  uint32_t rank;  ///< the owner's rank
-  uint32_t id;    ///< the endpoint's slot in its process (low 8 bits) and generation
+  uint64_t job;         ///< the job's id
+  uint32_t rank;        ///< the owner's rank
+  uint32_t slot;        ///< the endpoint's slot in its process
+  uint64_t generation;  ///< which of the endpoints that have held the slot (never repeats)
 } en_t;
 
 /// An endpoint (opaque): from AM_AllocateEndpoint or AMX_SPMDStartup.

@@ -52,11 +52,16 @@ inline constexpr size_t max_long = 0xffffffffu;
 /// Largest medium payload (the CLUMP_MAX_MEDIUM setting, 64 KiB by default).
 size_t max_medium() noexcept;
 
-/// An endpoint's global name: a plain value, valid across the job.
+/// An endpoint's global name: a plain value, valid across the job. No two
+/// endpoints of a job ever have the same name: a slot's generation counts
+/// the endpoints that have held it (64 bits: it never wraps), so a message
+/// sent under an old name comes back (bad_endpoint) rather than reaching the
+/// endpoint that took the slot since.
 struct endpoint_name {
   uint64_t job = 0;
   uint32_t rank = 0;
-  uint32_t id = 0;  ///< slot in its process (low 8 bits) and generation
+  uint32_t slot = 0;        ///< the endpoint's slot in its process
+  uint64_t generation = 0;  ///< which of the endpoints that have held the slot
   friend bool operator==(const endpoint_name&, const endpoint_name&) = default;
 };
 
@@ -113,6 +118,9 @@ struct endpoint_stats {
   uint64_t bytes_sent;         ///< payload bytes
   uint64_t bytes_received;
   uint64_t send_waits;         ///< sends that found a queue full and had to poll
+  /// Packets refused as malformed: another process of the node wrote garbage
+  /// into this endpoint's queues. Refused, counted, never used.
+  uint64_t corrupt;
 };
 
 /// Counters of this process's network protocol. All zero when the process
@@ -236,6 +244,7 @@ class token_base {
   // The fields below belong to clump's dispatch.
   detail::endpoint_impl* ep_ = nullptr;
   uint32_t source_ = 0;
+  uint32_t source_gen_ = 0;  // the low 32 bits of the sender's generation
   message_kind kind_ = message_kind::short_message;
   tag_t tag_ = 0;
   bool is_request_ = false;

@@ -163,6 +163,15 @@ void get_bytes(void* dst, int rank, uint64_t offset, size_t bytes);
 void put_bytes(int rank, uint64_t offset, const void* src, size_t bytes);
 void store_bytes(int rank, uint64_t offset, const void* src, size_t bytes);
 uint64_t to_offset(const void* p, size_t bytes);
+/// Throws clump::error (bad_arg): `n` elements of `size` bytes do not fit in a size_t.
+[[noreturn]] void too_many(const char* what, size_t n, size_t size);
+/// The bytes of `n` elements of T, refused (never wrapped) when they overflow.
+template <class T>
+inline size_t bytes_of(size_t n, const char* what) {
+  if (n > SIZE_MAX / sizeof(T)) [[unlikely]]
+    too_many(what, n, sizeof(T));
+  return n * sizeof(T);
+}
 }  // namespace detail
 
 /// Collective: `n` elements at the same offset in every rank's segment;
@@ -170,13 +179,13 @@ uint64_t to_offset(const void* p, size_t bytes);
 /// order. Throws clump::error when the segment is full.
 template <class T>
 global_ptr<T> all_alloc(size_t n = 1) {
-  return {space::current().rank(), detail::all_alloc_bytes(n * sizeof(T), alignof(T))};
+  return {space::current().rank(), detail::all_alloc_bytes(detail::bytes_of<T>(n, "gas::all_alloc"), alignof(T))};
 }
 
 /// `n` elements in this rank's segment, for this rank alone to hand out.
 template <class T>
 global_ptr<T> alloc(size_t n = 1) {
-  return {space::current().rank(), detail::alloc_bytes(n * sizeof(T), alignof(T))};
+  return {space::current().rank(), detail::alloc_bytes(detail::bytes_of<T>(n, "gas::alloc"), alignof(T))};
 }
 
 /// Gives back memory from alloc (on this rank).
@@ -278,7 +287,7 @@ void write(global_ptr<T> p, const std::type_identity_t<T>& v) {
 template <class T>
 void read(T* dst, global_ptr<T> src, size_t n) {
   static_assert(std::is_trivially_copyable_v<T>);
-  detail::get_bytes(dst, src.rank(), src.offset(), n * sizeof(T));
+  detail::get_bytes(dst, src.rank(), src.offset(), detail::bytes_of<T>(n, "gas::get"));
   sync();
 }
 
@@ -286,7 +295,7 @@ void read(T* dst, global_ptr<T> src, size_t n) {
 template <class T>
 void write(global_ptr<T> dst, const T* src, size_t n) {
   static_assert(std::is_trivially_copyable_v<T>);
-  detail::put_bytes(dst.rank(), dst.offset(), src, n * sizeof(T));
+  detail::put_bytes(dst.rank(), dst.offset(), src, detail::bytes_of<T>(n, "gas::put"));
   sync();
 }
 
@@ -294,7 +303,7 @@ void write(global_ptr<T> dst, const T* src, size_t n) {
 template <class T>
 void get(T* dst, global_ptr<T> src, size_t n = 1) {
   static_assert(std::is_trivially_copyable_v<T>);
-  detail::get_bytes(dst, src.rank(), src.offset(), n * sizeof(T));
+  detail::get_bytes(dst, src.rank(), src.offset(), detail::bytes_of<T>(n, "gas::get"));
 }
 
 /// Split-phase: `n` elements from `src` into `dst`. `src` may be reused at
@@ -302,7 +311,7 @@ void get(T* dst, global_ptr<T> src, size_t n = 1) {
 template <class T>
 void put(global_ptr<T> dst, const T* src, size_t n = 1) {
   static_assert(std::is_trivially_copyable_v<T>);
-  detail::put_bytes(dst.rank(), dst.offset(), src, n * sizeof(T));
+  detail::put_bytes(dst.rank(), dst.offset(), src, detail::bytes_of<T>(n, "gas::put"));
 }
 
 /// One-way: `n` elements from `src` into `dst`, counted at the target (see
@@ -310,7 +319,7 @@ void put(global_ptr<T> dst, const T* src, size_t n = 1) {
 template <class T>
 void store(global_ptr<T> dst, const T* src, size_t n = 1) {
   static_assert(std::is_trivially_copyable_v<T>);
-  detail::store_bytes(dst.rank(), dst.offset(), src, n * sizeof(T));
+  detail::store_bytes(dst.rank(), dst.offset(), src, detail::bytes_of<T>(n, "gas::store"));
 }
 
 /// Waits until `bytes` more bytes have been stored into this process (since
@@ -344,21 +353,21 @@ void reduce_bytes(void* data, size_t bytes, int root, void (*combine)(void* acc,
 template <class T>
 void broadcast(T* data, size_t n, int root) {
   static_assert(std::is_trivially_copyable_v<T>);
-  detail::broadcast_bytes(data, n * sizeof(T), root);
+  detail::broadcast_bytes(data, detail::bytes_of<T>(n, "gas::broadcast"), root);
 }
 
 /// Rank r's `n` elements at `mine` land at `all + r * n` on every rank.
 template <class T>
 void all_gather(const T* mine, T* all, size_t n = 1) {
   static_assert(std::is_trivially_copyable_v<T>);
-  detail::all_gather_bytes(mine, all, n * sizeof(T));
+  detail::all_gather_bytes(mine, all, detail::bytes_of<T>(n, "gas::all_gather"));
 }
 
 /// Elements `src + t * n` (n of them) go to rank t, which finds them at `dst + r * n` (r: the sender).
 template <class T>
 void all_to_all(const T* src, T* dst, size_t n = 1) {
   static_assert(std::is_trivially_copyable_v<T>);
-  detail::all_to_all_bytes(src, dst, n * sizeof(T));
+  detail::all_to_all_bytes(src, dst, detail::bytes_of<T>(n, "gas::all_to_all"));
 }
 
 /// Variable sizes: `src` holds counts[0] elements for rank 0, then counts[1]
@@ -369,7 +378,7 @@ std::vector<T> all_to_all_v(std::span<const T> src, std::span<const size_t> coun
                             std::vector<size_t>* received = nullptr) {
   static_assert(std::is_trivially_copyable_v<T>);
   std::vector<uint64_t> send_bytes(counts.size()), recv_bytes;
-  for (size_t i = 0; i < counts.size(); ++i) send_bytes[i] = counts[i] * sizeof(T);
+  for (size_t i = 0; i < counts.size(); ++i) send_bytes[i] = detail::bytes_of<T>(counts[i], "gas::all_to_all_v");
   if (counts.size() != static_cast<size_t>(space::current().size()))
     throw error(status::bad_arg, "gas::all_to_all_v", "give one count per rank");
   std::vector<std::byte> out;
@@ -406,7 +415,7 @@ void reduce(T* data, size_t n, int root, Op op = {}) {
     Op* op;
   } c{n, &op};
   detail::reduce_bytes(
-      data, n * sizeof(T), root,
+      data, detail::bytes_of<T>(n, "gas::reduce"), root,
       [](void* acc, const void* in, void* ctx) {
         auto* cx = static_cast<context*>(ctx);
         T* a = static_cast<T*>(acc);
@@ -484,7 +493,7 @@ uint64_t call_bytes(int procedure, int rank, uint64_t offset, size_t bytes, uint
 /// and returns what it returned.
 template <class T>
 uint64_t call_atomic(int procedure, global_ptr<T> target, uint64_t argument, size_t n = 1) {
-  return detail::call_bytes(procedure, target.rank(), target.offset(), n * sizeof(T), argument);
+  return detail::call_bytes(procedure, target.rank(), target.offset(), detail::bytes_of<T>(n, "gas::call"), argument);
 }
 
 /// Runs the handlers of pending messages (for use inside computation loops).

@@ -32,6 +32,9 @@ class runtime {
   int rank() const noexcept;
   int size() const noexcept;
   uint64_t job_id() const noexcept;
+  /// The ranks on this process's node (itself included): those it reaches
+  /// through shared memory, and whose memory comes from the same machine.
+  int node_size() const noexcept;
 
   clump::bundle& bundle() noexcept;
   clump::endpoint& endpoint() noexcept;

@@ -1,6 +1,7 @@
 #include <chrono>
 
 #include "am/endpoint_impl.hpp"
+#include "am/send.hpp"
 #include "core/settings.hpp"
 #include "shm/wake.hpp"
 
@@ -68,6 +69,9 @@ unsigned bundle::poll_endpoints() noexcept {
     if (e->has_returns.load(std::memory_order_relaxed) || e->has_outbox.load(std::memory_order_relaxed)) [[unlikely]]
       n += deliver_returns(*e);
   }
+  // Relaxed: a hint; the list has its own lock.
+  if (orphans_waiting.load(std::memory_order_relaxed)) [[unlikely]]
+    retry_orphans(*impl_->proc);  // returns a freed endpoint left behind
   return n;
 }
 

@@ -22,7 +22,8 @@
 static_assert(sizeof(en_t) == sizeof(clump::endpoint_name) && alignof(en_t) == alignof(clump::endpoint_name));
 static_assert(offsetof(en_t, job) == offsetof(clump::endpoint_name, job));
 static_assert(offsetof(en_t, rank) == offsetof(clump::endpoint_name, rank));
-static_assert(offsetof(en_t, id) == offsetof(clump::endpoint_name, id));
+static_assert(offsetof(en_t, slot) == offsetof(clump::endpoint_name, slot));
+static_assert(offsetof(en_t, generation) == offsetof(clump::endpoint_name, generation));
 // The AM-2 codes are clump's own values.
 static_assert(AM_OK == static_cast<int>(clump::status::ok) &&
               AM_ERR_NOT_INIT == static_cast<int>(clump::status::not_init) &&

@@ -101,8 +101,8 @@ inline int check(const char* fn, eb_t eb) noexcept {
   return -1;
 }
 
-inline en_t to_c(const endpoint_name& n) noexcept { return en_t{n.job, n.rank, n.id}; }
-inline endpoint_name to_cpp(const en_t& n) noexcept { return endpoint_name{n.job, n.rank, n.id}; }
+inline en_t to_c(const endpoint_name& n) noexcept { return en_t{n.job, n.rank, n.slot, n.generation}; }
+inline endpoint_name to_cpp(const en_t& n) noexcept { return endpoint_name{n.job, n.rank, n.slot, n.generation}; }
 
 /// The `void *token` of a C handler is the dispatcher's token.
 inline token_base& token_of(void* token) noexcept { return *static_cast<token_base*>(token); }

@@ -99,7 +99,7 @@ int AMX_GetSourceId(void* token, int* index) {
     for (int i = 0; i < e.translation_count() && d.job != 0; ++i) {
       if (!e.is_mapped(i)) continue;
       const clump::endpoint_name n = e.translation_name(i);
-      if (n.rank == d.rank && (n.id & 0xffu) == (d.id & 0xffu)) {
+      if (n.rank == d.rank && n.slot == d.slot) {
         *index = i;
         return AM_OK;
       }
@@ -120,7 +120,9 @@ int AMX_GetReturnedArgs(void* token, handler_t* handler, int* numargs, int32_t* 
   return AM_OK;
 }
 
-int AMX_enEqual(en_t a, en_t b) { return a.job == b.job && a.rank == b.rank && a.id == b.id; }
+int AMX_enEqual(en_t a, en_t b) {
+  return a.job == b.job && a.rank == b.rank && a.slot == b.slot && a.generation == b.generation;
+}
 
 // ---- sending -----------------------------------------------------------------------------
 

@@ -3,7 +3,10 @@
 // sender's handler 0 with the reason. A protocol hands packets here; it never
 // runs a handler itself.
 
+#include <sched.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "am/endpoint_impl.hpp"
@@ -19,8 +22,6 @@ namespace {
 
 using shm::packet_kind;
 
-bool tag_accepts(tag_t mine, tag_t sent) noexcept { return mine == tag_all || (mine != tag_none && sent == mine); }
-
 /// Runs handler 0 (C handler, C++ callback, or the default that aborts).
 void run_returned(endpoint_impl& e, const returned_message& m) noexcept {
   e.returned.add(1, e.parallel);
@@ -30,7 +31,8 @@ void run_returned(endpoint_impl& e, const returned_message& m) noexcept {
     token t;
     t.ep_ = &e;
     // The token names the endpoint the message was going to.
-    t.source_ = am::source_id(static_cast<int>(m.destination.rank), m.destination.id & 0xffu);
+    t.source_ = am::source_id(static_cast<int>(m.destination.rank), m.destination.slot);
+    t.source_gen_ = shm::gen32(m.destination.generation);
     t.tag_ = m.tag;
     t.returned_ = &m;
     h0.fn(h0.ctx, t, m.args.data(), static_cast<unsigned>(m.args.size()), nullptr, 0);
@@ -44,24 +46,34 @@ void run_returned(endpoint_impl& e, const returned_message& m) noexcept {
   --handler_depth;
 }
 
-/// Sends the packet back to its sender's handler 0.
-[[gnu::cold]] void reject(endpoint_impl& e, const shm::packet& p, const uint32_t* args, uint64_t offset,
-                          return_reason why) noexcept {
+endpoint_name own_name(const endpoint_impl& e) noexcept {
+  return {e.proc->job_id(), static_cast<uint32_t>(e.proc->rank()), e.slot, e.generation};
+}
+
+/// Sends the packet back to its sender's handler 0 (a request), or drops it
+/// with a warning (a reply: AM-II returns nothing to a replier).
+[[gnu::cold]] void reject(endpoint_impl& e, const shm::packet& p, const uint32_t* args, unsigned nargs,
+                          uint64_t offset, return_reason why) noexcept {
   if (p.kind == packet_kind::returned) {
     core::log_error("dropped a returned message that could not be delivered either (%s)", to_string(why));
     return;
   }
   if (p.kind == packet_kind::long_piece || p.kind == packet_kind::long_piece_reply) return;  // the last piece reports
+  if (!shm::is_request(p.kind)) {
+    core::log_warning("a reply from rank %d was dropped: %s", am::source_rank(p.source), to_string(why));
+    return;
+  }
   pending_return r{};
   r.reason = why;
   r.op = op_of(p.kind);
   r.handler = p.handler;
-  r.nargs = p.nargs;
-  std::memcpy(r.args, args, p.nargs * sizeof(uint32_t));
+  r.nargs = static_cast<uint8_t>(nargs);
+  std::memcpy(r.args, args, nargs * sizeof(uint32_t));
   r.length = p.length;
   r.offset = offset;
-  r.destination = name_of(e, e.id);
+  r.destination = own_name(e);
   r.tag = p.tag;
+  r.to_gen = p.src_gen;
   if (!e.proc->remote(p.source)) {
     core::log_error("dropped a message from unknown endpoint %u (rank %d): %s", p.source, am::source_rank(p.source),
                     to_string(why));
@@ -70,65 +82,145 @@ void run_returned(endpoint_impl& e, const returned_message& m) noexcept {
   send_return(e, p.source, r);
 }
 
+/// A packet's shape, checked: where its lines and payload are. Another
+/// process wrote it, so nothing in it is used before it is checked here.
+struct shape {
+  uint32_t lines = 1;      // lines to step over, this one included
+  uint32_t ring_used = 0;  // payload ring lines it consumed, the skip included
+  uint32_t ring_start = 0;
+  const shm::packet_tail* tail = nullptr;
+  const shm::packet_extra* extra = nullptr;
+  const char* bad = nullptr;  // why it is refused, or nullptr
+};
+
+shape examine(const shm::queue_ref& q, const shm::packet& p, uint64_t head, bool request_queue) noexcept {
+  shape s;
+  auto refused = [&](const char* why) {
+    s.bad = why;
+    return s;
+  };
+  const uint32_t line = shm::line_index(head);
+  const uint8_t flags = p.flags;
+  if (flags & ~shm::known_flags) return refused("unknown flags");
+  if ((flags & shm::flag_three_lines) && !(flags & shm::flag_two_lines)) return refused("a third line without a second");
+  const uint32_t lines = shm::lines_of(flags);
+  // Further lines are the packet's own only if they carry their own index
+  // (written before the first line was published); else it is stepped over
+  // as one line.
+  // Relaxed: the acquire of the first line's seq ordered these writes.
+  if (lines >= 2) {
+    s.tail = &shm::tail_at(q, line + 1);
+    if (s.tail->seq.load(std::memory_order_relaxed) != line + 2) return refused("a second line not its own");
+  }
+  if (lines >= 3) {
+    s.extra = &shm::extra_at(q, line + 2);
+    if (s.extra->seq.load(std::memory_order_relaxed) != line + 3) return refused("a third line not its own");
+  }
+  s.lines = lines;
+  // The payload's place in the ring follows from its length and our ring
+  // position alone (as the sender's claim computed it).
+  if (flags & shm::flag_ring) {
+    if ((flags & shm::flag_staged) && !s.tail) return refused("a staged piece without a second line");
+    const uint64_t bytes = (flags & shm::flag_staged) ? s.tail->piece : p.length;
+    if (bytes > uint64_t{q.ring_lines} * shm::cache_line / 2) return refused("a payload longer than half the ring");
+    const shm::ring_span span = shm::place_payload(shm::ring_index(head), shm::lines_for_bytes(bytes), q.ring_lines);
+    s.ring_start = span.start;
+    s.ring_used = span.used;
+  }
+  const auto kind = p.kind;
+  if (kind == packet_kind::cancelled) return s;  // its sender returned it itself; skipped whatever it holds
+  if (static_cast<uint8_t>(kind) < 1 || static_cast<uint8_t>(kind) > 10) return refused("an unknown kind");
+  if (shm::is_request(kind) != request_queue) return refused("a kind that belongs in the other queue");
+  if (p.nargs > max_args) return refused("more than 20 argument words");
+  if ((flags & (shm::flag_two_lines | shm::flag_three_lines)) != shm::line_flags(kind, p.nargs))
+    return refused("lines that do not fit its kind and words");
+  const bool medium = kind == packet_kind::medium_request || kind == packet_kind::medium_reply;
+  const bool piece = kind == packet_kind::long_piece || kind == packet_kind::long_piece_reply;
+  const bool staged = flags & shm::flag_staged;
+  if (medium != ((flags & shm::flag_ring) && !staged)) return refused("a medium payload not in the ring");
+  if (staged && !shm::is_long(kind)) return refused("a staged payload on a message that is not long");
+  if (piece && !staged) return refused("a piece of a long message not staged");
+  if (staged && (s.tail->piece > p.length || (piece && s.tail->piece != p.length)))
+    return refused("a staged piece longer than its message");
+  if (kind == packet_kind::returned) {
+    const uint64_t reason = s.tail->aux & 0xff, op = (s.tail->aux >> 8) & 0xff;
+    if (reason < 1 || reason > 10 || op < 1 || op > 6) return refused("a returned message with no valid reason");
+  }
+  return s;
+}
+
+/// Counts and reports (the first few) packets refused as malformed.
+[[gnu::cold]] void refuse_corrupt(endpoint_impl& e, const shm::packet& p, const char* why) noexcept {
+  e.corrupt.add(1, e.parallel);
+  const uint64_t n = e.corrupt.get();
+  if (n <= 5)
+    core::log_error("endpoint %u refused a malformed packet in its queue (%s; it names rank %d as its sender): "
+                    "another process of this node wrote it; it is dropped%s",
+                    e.slot, why, am::source_rank(p.source), n == 5 ? " (no more reports)" : "");
+}
+
 // Out of line: keeps the polling loop small for the common empty case.
-[[gnu::noinline]] void handle(endpoint_impl& e, const shm::queue_ref& q, const shm::packet& p, uint64_t head) noexcept {
+[[gnu::noinline]] void handle(endpoint_impl& e, const shm::queue_ref& q, const shm::packet& p,
+                              const shape& sh) noexcept {
   const packet_kind kind = p.kind;
-  const bool two = p.flags & shm::flag_two_lines;
-  const shm::packet_tail* tail = two ? &shm::tail_at(q, shm::line_index(head) + 1) : nullptr;
+  if (kind == packet_kind::cancelled) return;
   uint32_t words[max_args];
   const uint32_t* args = p.args;
-  const unsigned nargs = std::min<unsigned>(p.nargs, max_args);
+  const unsigned nargs = p.nargs;
   if (nargs > shm::args_in_first_line) {
+    constexpr unsigned two = shm::args_in_first_line + shm::args_in_second_line;
     std::memcpy(words, p.args, sizeof p.args);
-    std::memcpy(words + shm::args_in_first_line, tail->args, (nargs - shm::args_in_first_line) * sizeof(uint32_t));
+    std::memcpy(words + shm::args_in_first_line, sh.tail->args,
+                (std::min(nargs, two) - shm::args_in_first_line) * sizeof(uint32_t));
+    if (nargs > two) std::memcpy(words + two, sh.extra->args, (nargs - two) * sizeof(uint32_t));
     args = words;
+  }
+  // A long message's destination offset, a get's source, a returned message's original.
+  const uint64_t offset = sh.tail && shm::has_offsets(kind) ? sh.tail->offset : 0;
+  const bool request = shm::is_request(kind);
+
+  // Meant for this endpoint, not for one that held the slot before it.
+  if (p.dst_gen != shm::gen32(e.generation)) [[unlikely]] {
+    if (kind == packet_kind::returned) return;  // its sender is gone: nobody to give it to
+    return reject(e, p, args, nargs, offset, return_reason::bad_endpoint);
   }
 
   if (kind == packet_kind::returned) {
-    returned_message m{static_cast<return_reason>(tail->aux & 0xff),
-                       static_cast<message_op>((tail->aux >> 8) & 0xff),
+    returned_message m{static_cast<return_reason>(sh.tail->aux & 0xff),
+                       static_cast<message_op>((sh.tail->aux >> 8) & 0xff),
                        p.handler,
                        std::span<const uint32_t>(args, nargs),
                        p.length,
-                       p.offset,
-                       name_of(e, p.source),
+                       offset,
+                       name_of(e, p.source, p.src_gen),
                        p.tag};
     run_returned(e, m);
     return;
   }
 
-  const bool request = shm::is_request(kind);
-  const bool staged = p.flags & shm::flag_staged;
-  const bool medium = kind == packet_kind::medium_request || kind == packet_kind::medium_reply;
-  // The destination offset of a long message (0 for others: a medium's
-  // offset field holds ring lines, which mean nothing to handler 0).
-  const uint64_t long_offset = staged ? tail->aux : medium ? 0 : p.offset;
   // Relaxed: our own tag, written by this process.
   if (!tag_accepts(e.own.header->tag.load(std::memory_order_relaxed), p.tag)) [[unlikely]]
-    return reject(e, p, args, long_offset, return_reason::bad_tag);
+    return reject(e, p, args, nargs, offset, return_reason::bad_tag);
 
   std::byte* data = nullptr;
   size_t length = p.length;
   message_kind mk = message_kind::short_message;
   switch (kind) {
     case packet_kind::medium_request:
-    case packet_kind::medium_reply: {
-      const uint32_t used = static_cast<uint32_t>(p.offset);
-      data = shm::ring_at(q, shm::ring_index(head) + used - shm::lines_for_bytes(length));
+    case packet_kind::medium_reply:
+      data = shm::ring_at(q, sh.ring_start);
       mk = message_kind::medium;
       break;
-    }
     case packet_kind::long_piece:
     case packet_kind::long_piece_reply:
     case packet_kind::long_request:
     case packet_kind::long_reply: {
-      if (long_offset > e.segment_length || length > e.segment_length - long_offset) [[unlikely]]
-        return reject(e, p, args, long_offset, return_reason::bad_segment_offset);
-      data = e.segment + long_offset;
-      if (staged) {
-        const uint32_t used = static_cast<uint32_t>(p.offset);
-        const std::byte* piece = shm::ring_at(q, shm::ring_index(head) + used - shm::lines_for_bytes(tail->piece));
-        std::memcpy(data + length - tail->piece, piece, tail->piece);
+      if (offset > e.segment_length || length > e.segment_length - offset) [[unlikely]]
+        return reject(e, p, args, nargs, offset, return_reason::bad_segment_offset);
+      data = e.segment + offset;
+      if (p.flags & shm::flag_staged) {
+        const uint32_t piece = sh.tail->piece;  // <= length: checked
+        std::memcpy(data + length - piece, shm::ring_at(q, sh.ring_start), piece);
       }
       if (kind == packet_kind::long_piece || kind == packet_kind::long_piece_reply) return;
       if (!data) data = reinterpret_cast<std::byte*>(&e);  // a non-null pointer for an empty payload
@@ -137,9 +229,9 @@ void run_returned(endpoint_impl& e, const returned_message& m) noexcept {
     }
     case packet_kind::get_request: {
       // Pull: answer with a long reply carrying our segment's bytes.
-      const uint64_t src = p.offset;
+      const uint64_t src = offset, dst = sh.tail->aux;
       if (src > e.segment_length || length > e.segment_length - src) [[unlikely]]
-        return reject(e, p, args, src, return_reason::bad_segment_offset);
+        return reject(e, p, args, nargs, src, return_reason::bad_segment_offset);
       // The requester's own segment must take the data too; if it no longer
       // does (it changed its segment since), the get goes back to the
       // requester's handler 0 rather than to ours.
@@ -148,16 +240,17 @@ void run_returned(endpoint_impl& e, const returned_message& m) noexcept {
       if (from && !from->net) {
         uint64_t off = 0, len = 0;
         shm::read_segment(*from->view.header, off, len);
-        if (tail->aux > len || length > len - tail->aux) [[unlikely]]
-          return reject(e, p, args, tail->aux, return_reason::bad_segment_offset);
+        if (dst > len || length > len - dst) [[unlikely]]
+          return reject(e, p, args, nargs, src, return_reason::bad_segment_offset);
       }
       e.requests_received[2].add(1, e.parallel);
       token t;
       t.ep_ = &e;
       t.source_ = p.source;
+      t.source_gen_ = p.src_gen;
       t.tag_ = p.tag;
       t.is_request_ = true;
-      t.reply_raw(message_kind::long_message, p.handler, args, nargs, e.segment + src, length, tail->aux);
+      t.reply_raw(message_kind::long_message, p.handler, args, nargs, e.segment + src, length, dst);
       return;
     }
     default:
@@ -166,12 +259,12 @@ void run_returned(endpoint_impl& e, const returned_message& m) noexcept {
 
   const handler_entry& h = e.handlers[p.handler];
   if (!h.fn || p.handler == 0) [[unlikely]]
-    return reject(e, p, args, long_offset, return_reason::bad_handler);
+    return reject(e, p, args, nargs, offset, return_reason::bad_handler);
   if ((request && h.accepts == role::reply) || (!request && h.accepts == role::request)) [[unlikely]]
-    return reject(e, p, args, long_offset, return_reason::bad_handler);
+    return reject(e, p, args, nargs, offset, return_reason::bad_handler);
   if ((h.nargs >= 0 && h.nargs != static_cast<int>(nargs)) ||
       (h.payload >= 0 && h.payload != (mk != message_kind::short_message ? 1 : 0))) [[unlikely]]
-    return reject(e, p, args, long_offset, return_reason::bad_args);
+    return reject(e, p, args, nargs, offset, return_reason::bad_args);
 
   const auto k = static_cast<unsigned>(mk);
   (request ? e.requests_received : e.replies_received)[k].add(1, e.parallel);
@@ -179,6 +272,7 @@ void run_returned(endpoint_impl& e, const returned_message& m) noexcept {
   token t;
   t.ep_ = &e;
   t.source_ = p.source;
+  t.source_gen_ = p.src_gen;
   t.kind_ = mk;
   t.tag_ = p.tag;
   t.is_request_ = request;
@@ -187,18 +281,49 @@ void run_returned(endpoint_impl& e, const returned_message& m) noexcept {
   --handler_depth;
 }
 
+/// Takes the ready packet at `head`: runs it, or refuses it as malformed;
+/// returns where the head goes next.
+uint64_t take(endpoint_impl& e, const shm::queue_ref& q, const shm::packet& p, uint64_t head,
+              bool request_queue) noexcept {
+  const shape sh = examine(q, p, head, request_queue);
+  if (sh.bad) [[unlikely]]
+    refuse_corrupt(e, p, sh.bad);
+  else
+    handle(e, q, p, sh);
+  return shm::pack_index(shm::line_index(head) + sh.lines, shm::ring_index(head) + sh.ring_used);
+}
+
+/// After a malformed packet, the payload ring lines its writer claimed are
+/// unknown (a packet does not say them: see packet.hpp). Once every claimed
+/// line has been taken, the claims' ring position is the right one: the
+/// queue takes it, and the ring space the corrupt packet held comes back.
+[[gnu::cold]] uint64_t resync_ring(const shm::queue_ref& q, uint64_t head, bool& pending) noexcept {
+  // Acquire: the claims' counters as the last claim left them.
+  const uint64_t tail = q.control->tail.load(std::memory_order_acquire);
+  if (shm::line_index(tail) != shm::line_index(head)) return head;  // claims in flight: later
+  pending = false;
+  return shm::pack_index(shm::line_index(head), shm::ring_index(tail));
+}
+
 unsigned poll_queue(endpoint_impl& e, const shm::queue_ref& q, std::atomic<uint64_t>& head_word,
                     unsigned budget) noexcept {
   // Relaxed: only this thread consumes this queue now (see endpoint_impl).
   uint64_t head = head_word.load(std::memory_order_relaxed);
+  const bool request_queue = &q == &e.own.request;
+  bool& resync = request_queue ? e.resync_request : e.resync_reply;
   unsigned n = 0;
   for (; n < budget; ++n) {
     const shm::packet* p = shm::peek(q, head);
     if (!p) break;
-    const uint32_t lines = (p->flags & shm::flag_two_lines) ? 2 : 1;
-    const uint32_t ring = (p->flags & shm::flag_ring) ? static_cast<uint32_t>(p->offset) : 0;
-    handle(e, q, *p, head);
-    head = shm::pack_index(shm::line_index(head) + lines, shm::ring_index(head) + ring);
+    const uint64_t before = e.corrupt.get();
+    head = take(e, q, *p, head, request_queue);
+    if (e.corrupt.get() != before) [[unlikely]]
+      resync = true;
+    head_word.store(head, std::memory_order_relaxed);
+    shm::release(q, head);
+  }
+  if (resync) [[unlikely]] {
+    head = resync_ring(q, head, resync);
     head_word.store(head, std::memory_order_relaxed);
     shm::release(q, head);
   }
@@ -240,6 +365,7 @@ void return_locally(endpoint_impl& e, return_reason why, message_op op, handler_
   r.offset = offset;
   r.destination = dest;
   r.tag = tag;
+  r.to_gen = shm::gen32(e.generation);
   std::lock_guard lock(e.returns_mutex);
   e.local_returns.push_back(r);
   // Relaxed: the mutex orders the list; the flag only prompts the next poll.
@@ -269,6 +395,69 @@ bool has_pending(const endpoint_impl& e) noexcept {
   return shm::has_claims(e.own.request, e.request_head.load(std::memory_order_relaxed)) ||
          shm::has_claims(e.own.reply, e.reply_head.load(std::memory_order_relaxed)) ||
          e.has_returns.load(std::memory_order_relaxed);
+}
+
+}  // namespace clump::detail
+
+namespace clump::detail {
+
+void drain_freed(endpoint_impl& e) noexcept {
+  unsigned returned = 0, dropped = 0;
+  for (int which = 0; which < 2; ++which) {
+    const shm::queue_ref& q = which ? e.own.reply : e.own.request;
+    std::atomic<uint64_t>& head_word = which ? e.reply_head : e.request_head;
+    uint64_t head = head_word.load(std::memory_order_relaxed);
+    // seq_cst, after the seq_cst store that marked the endpoint dead: the
+    // owner's half of the handshake in send.cpp's try_enqueue. Every claim
+    // this load misses sees the endpoint dead and returns its message itself.
+    const uint32_t end = shm::line_index(q.control->tail.load(std::memory_order_seq_cst));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (static_cast<int32_t>(end - shm::line_index(head)) > 0) {
+      const shm::packet* p = shm::peek(q, head);
+      if (!p) {
+        // Claimed, not yet published: its sender is between the two.
+        if (std::chrono::steady_clock::now() >= deadline) {
+          core::log_warning("endpoint %u was freed with a message still being written into its queue after 1 s "
+                            "(its sender stopped halfway?); it is skipped",
+                            e.slot);
+          break;
+        }
+        sched_yield();
+        continue;
+      }
+      const shape sh = examine(q, *p, head, which == 0);
+      if (sh.bad) {
+        refuse_corrupt(e, *p, sh.bad);
+      } else if (p->kind == packet_kind::cancelled || p->kind == packet_kind::long_piece ||
+                 p->kind == packet_kind::long_piece_reply) {
+        // nothing: its sender returned it itself; a piece's message is returned by its last packet
+      } else if (shm::is_request(p->kind)) {
+        // Never lost: back to its sender, as a message to a freed endpoint.
+        uint32_t words[max_args];
+        const unsigned nargs = p->nargs;
+        constexpr unsigned two = shm::args_in_first_line + shm::args_in_second_line;
+        std::memcpy(words, p->args, std::min(nargs, shm::args_in_first_line) * sizeof(uint32_t));
+        if (nargs > shm::args_in_first_line)
+          std::memcpy(words + shm::args_in_first_line, sh.tail->args,
+                      (std::min(nargs, two) - shm::args_in_first_line) * sizeof(uint32_t));
+        if (nargs > two) std::memcpy(words + two, sh.extra->args, (nargs - two) * sizeof(uint32_t));
+        reject(e, *p, words, nargs, sh.tail && shm::has_offsets(p->kind) ? sh.tail->offset : 0,
+               return_reason::bad_endpoint);
+        ++returned;
+      } else {
+        ++dropped;  // a reply or a returned message: this endpoint was their only destination
+      }
+      head = shm::pack_index(shm::line_index(head) + sh.lines, shm::ring_index(head) + sh.ring_used);
+      head_word.store(head, std::memory_order_relaxed);
+      shm::release(q, head);
+    }
+  }
+  if (dropped)
+    core::log_warning("endpoint %u was freed with %u replies or returned messages not yet handled; they are dropped",
+                      e.slot, dropped);
+  if (returned)
+    core::log_info("endpoint %u was freed with %u requests not yet handled; they go back to their senders", e.slot,
+                   returned);
 }
 
 }  // namespace clump::detail

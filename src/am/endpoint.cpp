@@ -1,7 +1,11 @@
 // Endpoint setup: allocation, names, tags, translation table, segment,
 // handler table, statistics. The data path is in send.cpp and dispatch.cpp.
 
+#include <sched.h>
+
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -53,7 +57,8 @@ endpoint::endpoint(bundle& b) : impl_(new endpoint_impl) {
   auto* h = reinterpret_cast<shm::queue_block_header*>(block);
   h->wake_offset.store(e.bundle->wake_offset, std::memory_order_relaxed);
   shm::write_segment(*h, shm::private_segment, 0);
-  e.own = shm::view_queue_block(block, reg.base(), reg.depth(), reg.ring_bytes());
+  e.own = shm::view_queue_block(block, reg.base(), reg.depth(), reg.ring_bytes(),
+                                static_cast<uint32_t>(reg.header().wake_base));
   // The queues continue from where this slot's previous endpoint left them.
   e.request_head.store(e.own.request.control->head.load(std::memory_order_relaxed), std::memory_order_relaxed);
   e.reply_head.store(e.own.reply.control->head.load(std::memory_order_relaxed), std::memory_order_relaxed);
@@ -62,6 +67,15 @@ endpoint::endpoint(bundle& b) : impl_(new endpoint_impl) {
   auto eps = e.bundle->endpoints.load(std::memory_order_relaxed)->eps;
   eps.push_back(impl_);
   e.bundle->set(std::move(eps));
+}
+
+/// Releases segment memory this endpoint owned, once no process of the node
+/// can still be writing into it.
+static void release_segment(endpoint_impl& e, uint64_t offset, size_t length) noexcept {
+  if (e.proc->quiesce_copies())
+    e.proc->region().deallocate(offset, length);
+  else
+    e.proc->region().retire(offset, length);
 }
 
 endpoint::~endpoint() {
@@ -73,14 +87,22 @@ endpoint::~endpoint() {
     e.bundle->set(std::move(eps));
   }
   e.bundle->quiesce();
-  e.proc->set_slot_segment(e.slot, nullptr, 0);
+  e.proc->set_slot_segment(e.slot, nullptr, 0);  // no fragment from the network lands any more
+  // Dead, from here on: senders that claim from now see it and return their
+  // messages themselves; what is already in the queues goes back now.
+  // seq_cst: the owner's half of the handshake in send.cpp's try_enqueue.
+  e.own.header->state.store(e.generation << 1, std::memory_order_seq_cst);
+  drain_freed(e);
+  // The returns the drain could not send at once (a full queue) outlive the
+  // endpoint: later polls of any bundle of the process send them.
+  adopt_returns(e);
+  if (e.segment_owned) release_segment(e, e.segment_offset, e.segment_length);
   e.proc->region().give_endpoint_slot(e.slot);
-  if (e.segment_owned) e.proc->region().deallocate(e.segment_offset, e.segment_length);
   delete impl_;
 }
 
 endpoint_name endpoint::name() const noexcept {
-  return {impl_->proc->job_id(), static_cast<uint32_t>(impl_->proc->rank()), impl_->slot | (impl_->generation << 8)};
+  return {impl_->proc->job_id(), static_cast<uint32_t>(impl_->proc->rank()), impl_->slot, impl_->generation};
 }
 
 tag_t endpoint::tag() const noexcept { return impl_->own.header->tag.load(std::memory_order_relaxed); }
@@ -140,18 +162,20 @@ void endpoint::map(int index, const endpoint_name& name, tag_t tag) {
                                             std::to_string(e.translations.size() - 1));
   if (name.job != e.proc->job_id())
     throw error(status::bad_arg, "map", "the endpoint name belongs to another job");
-  am::remote_endpoint* r = e.proc->remote(am::source_id(static_cast<int>(name.rank), name.id & 0xffu));
-  if (!r || name.rank >= static_cast<uint32_t>(e.proc->size()))
+  am::remote_endpoint* r = name.slot < 256 && name.rank < static_cast<uint32_t>(e.proc->size())
+                               ? e.proc->remote(am::source_id(static_cast<int>(name.rank), name.slot))
+                               : nullptr;
+  if (!r || name.generation == 0)
     throw error(status::bad_arg, "map",
-                "no endpoint " + std::to_string(name.id & 0xffu) + " on rank " + std::to_string(name.rank) +
-                    " in this job of " + std::to_string(e.proc->size()));
+                "no endpoint " + std::to_string(name.slot) + " (generation " + std::to_string(name.generation) +
+                    ") on rank " + std::to_string(name.rank) + " in this job of " + std::to_string(e.proc->size()));
   translation& t = e.translations[static_cast<size_t>(index)];
   if (t.used) throw error(status::in_use, "map", "translation index " + std::to_string(index) + " is in use");
   t.used = true;
   t.name = name;
   t.tag = tag;
   t.remote = r;
-  t.state = ((name.id >> 8) << 1) | 1u;
+  t.state = shm::alive_state(name.generation);
 }
 
 int endpoint::map_any(const endpoint_name& name, tag_t tag) {
@@ -188,35 +212,46 @@ tag_t endpoint::translation_tag(int index) const {
 
 // ---- segment ---------------------------------------------------------------
 
-static void publish_segment(endpoint_impl& e) noexcept {
+/// Publishes the endpoint's (new) segment; then the old one, if the endpoint
+/// owned it, is released once nobody can still be writing into it: a
+/// segment that is replaced is never written after it is released.
+static void publish_segment(endpoint_impl& e, bool owned_before, uint64_t old_offset, size_t old_length) noexcept {
   shm::write_segment(*e.own.header, e.segment_offset, e.segment_length);
   e.proc->set_slot_segment(e.slot, e.segment, e.segment_length);  // for long messages from the network
+  if (owned_before) release_segment(e, old_offset, old_length);
 }
 
 std::span<std::byte> endpoint::allocate_segment(size_t bytes) {
   endpoint_impl& e = *impl_;
   shm::region& reg = e.proc->region();
-  uint64_t off = reg.allocate(bytes);
-  if (e.segment_owned) reg.deallocate(e.segment_offset, e.segment_length);
+  const uint64_t off = reg.allocate(bytes);  // throws for a size that does not fit
+  const bool owned_before = e.segment_owned;
+  const uint64_t old_offset = e.segment_offset;
+  const size_t old_length = e.segment_length;
   e.segment = reg.base() + off;
   e.segment_length = bytes;
   e.segment_offset = off;
   e.segment_owned = true;
-  publish_segment(e);
+  publish_segment(e, owned_before, old_offset, old_length);
   return {e.segment, bytes};
 }
 
 void endpoint::set_segment(void* address, size_t bytes) {
   endpoint_impl& e = *impl_;
   if (!address && bytes) throw error(status::bad_arg, "set segment", "null address with a non-zero length");
+  if (address && bytes > UINTPTR_MAX - reinterpret_cast<uintptr_t>(address))
+    throw error(status::bad_arg, "set segment",
+                std::to_string(bytes) + " bytes from that address run past the end of the address space");
   shm::region& reg = e.proc->region();
-  if (e.segment_owned) reg.deallocate(e.segment_offset, e.segment_length);
+  const bool owned_before = e.segment_owned;
+  const uint64_t old_offset = e.segment_offset;
+  const size_t old_length = e.segment_length;
   e.segment_owned = false;
   e.segment = static_cast<std::byte*>(address);
   e.segment_length = bytes;
   uint64_t off = 0;
   e.segment_offset = reg.contains(address, bytes, off) ? off : shm::private_segment;
-  publish_segment(e);
+  publish_segment(e, owned_before, old_offset, old_length);
 }
 
 std::span<std::byte> endpoint::segment() const noexcept { return {impl_->segment, impl_->segment_length}; }
@@ -280,6 +315,7 @@ endpoint_stats endpoint::stats() const noexcept {
   s.bytes_sent = e.bytes_sent.get();
   s.bytes_received = e.bytes_received.get();
   s.send_waits = e.send_waits.get();
+  s.corrupt = e.corrupt.get();
   return s;
 }
 
@@ -291,19 +327,21 @@ void endpoint::reset_stats() noexcept {
     e.requests_received[k].v.store(0, std::memory_order_relaxed);
     e.replies_received[k].v.store(0, std::memory_order_relaxed);
   }
-  for (counter* c : {&e.returned, &e.bytes_sent, &e.bytes_received, &e.send_waits})
+  for (counter* c : {&e.returned, &e.bytes_sent, &e.bytes_received, &e.send_waits, &e.corrupt})
     c->v.store(0, std::memory_order_relaxed);
 }
 
 // ---- tokens ----------------------------------------------------------------
 
-endpoint_name token_base::source() const noexcept { return name_of(*ep_, source_); }
+endpoint_name token_base::source() const noexcept { return name_of(*ep_, source_, source_gen_); }
 
 int token_base::source_index() const noexcept {
   const auto& t = ep_->translations;
   const auto rank = static_cast<uint32_t>(am::source_rank(source_));
   const uint32_t slot = am::source_slot(source_);
-  auto same = [&](const translation& x) { return x.used && x.name.rank == rank && (x.name.id & 0xffu) == slot; };
+  auto same = [&](const translation& x) {
+    return x.used && x.name.rank == rank && x.name.slot == slot && shm::gen32(x.name.generation) == source_gen_;
+  };
   if (rank < t.size() && same(t[rank])) return static_cast<int>(rank);  // the SPMD layout: index i is rank i
   for (size_t i = 0; i < t.size(); ++i)
     if (same(t[i])) return static_cast<int>(i);

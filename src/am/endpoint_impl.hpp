@@ -32,7 +32,7 @@ struct translation {
   endpoint_name name{};
   tag_t tag = 0;
   am::remote_endpoint* remote = nullptr;
-  uint32_t state = 0;  // the queue block state the name stands for
+  uint64_t state = 0;  // the queue block state the name stands for: shm::alive_state(name.generation)
 };
 
 /// A message that must come back to handler 0, kept until the next poll.
@@ -46,6 +46,7 @@ struct pending_return {
   uint64_t offset;
   endpoint_name destination;
   tag_t tag;
+  uint32_t to_gen;  // sent back to another endpoint: the generation of the one it came from
 };
 
 /// A counter of the owning endpoint: plain stores when one thread owns the
@@ -67,7 +68,7 @@ struct endpoint_impl {
   bundle_impl* bundle = nullptr;
   am::process* proc = nullptr;
   uint32_t slot = 0;
-  uint32_t generation = 0;
+  uint64_t generation = 0;
   uint32_t id = 0;  // rank << 8 | slot
   shm::queue_block_view own;
   bool parallel = false;
@@ -80,6 +81,7 @@ struct endpoint_impl {
   std::atomic<uint64_t> reply_head{0};
   std::atomic_flag request_busy = ATOMIC_FLAG_INIT;  // parallel mode: one consumer per queue
   std::atomic_flag reply_busy = ATOMIC_FLAG_INIT;
+  bool resync_request = false, resync_reply = false;  // a malformed packet was refused (see dispatch.cpp)
 
   std::array<handler_entry, max_handlers> handlers{};
   std::array<std::unique_ptr<holder_base>, max_handlers> owners{};
@@ -99,7 +101,6 @@ struct endpoint_impl {
   struct deferred {
     uint32_t to;
     pending_return r;
-    uint32_t from;
   };
   std::vector<deferred> outbox;
   std::atomic<bool> has_returns{false};  // local_returns holds messages for handler 0
@@ -108,6 +109,7 @@ struct endpoint_impl {
   // Statistics.
   counter requests_sent[3], replies_sent[3], requests_received[3], replies_received[3];
   counter returned, bytes_sent, bytes_received, send_waits;
+  counter corrupt;  // packets refused as malformed (another process wrote garbage into our queues)
 };
 
 struct bundle_impl {
@@ -158,6 +160,11 @@ void return_locally(endpoint_impl& e, return_reason why, message_op op, handler_
                     unsigned nargs, size_t length, uint64_t offset, const endpoint_name& dest, tag_t tag) noexcept;
 /// True when some queue of `e` has claims not yet handled, or returns wait.
 bool has_pending(const endpoint_impl& e) noexcept;
+/// After `e` has marked itself dead (seq_cst): takes what its queues hold,
+/// sending requests back to their senders (bad_endpoint, through e's outbox
+/// when a queue is full) and dropping replies, up to the last claim made
+/// before it died. Never runs a handler.
+void drain_freed(endpoint_impl& e) noexcept;
 
 /// Depth of handler calls on this thread (requests may not be sent from a handler).
 // initial-exec: a plain %fs-relative access instead of a __tls_get_addr call

@@ -18,14 +18,24 @@ const char* what(msg_kind k) noexcept {
 
 }  // namespace
 
-void net_sink::write_long(int /*peer*/, const net::message_header& m, const std::byte* data, size_t n) noexcept {
-  // Only into the endpoint the sender meant: a slot taken by a new endpoint
-  // since then gets nothing (the message is refused when it is delivered).
-  remote_endpoint* own = p_.remote(source_id(p_.rank(), m.dst_slot));
-  if (!own) return;
+/// Our endpoint in `slot` as it is now, when it is the one the sender
+/// meant (alive, of generation `gen`); else nullptr.
+static remote_endpoint* meant(process& p, uint8_t slot, uint64_t gen, uint64_t& state) noexcept {
+  remote_endpoint* own = p.remote(source_id(p.rank(), slot));
   // Relaxed: see queue_block.hpp (state).
-  const uint32_t state = own->view.header->state.load(std::memory_order_relaxed);
-  if (!(state & 1u) || (m.dst_state && m.dst_state != state)) return;
+  state = own ? own->view.header->state.load(std::memory_order_relaxed) : 0;
+  return own && state == shm::alive_state(gen) ? own : nullptr;
+}
+
+void net_sink::write_long(int /*peer*/, const net::message_header& m, const std::byte* data, size_t n) noexcept {
+  // The tag and the destination's identity guard every byte: a fragment lands
+  // only in the segment of the endpoint the sender meant (not one that took
+  // its slot since), and only if that endpoint takes the message's tag.
+  // Otherwise nothing lands, and the message is refused when it is delivered.
+  uint64_t state = 0;
+  remote_endpoint* own = meant(p_, m.dst_slot, m.dst_gen, state);
+  // Relaxed: our own tag, written by this process.
+  if (!own || !detail::tag_accepts(own->view.header->tag.load(std::memory_order_relaxed), m.tag)) return;
   p_.write_segment(m.dst_slot, m.offset, m.length, m.frag_offset, data, n);
 }
 
@@ -33,9 +43,8 @@ bool net_sink::deliver(int peer, const net::message_header& m, const uint32_t* a
                        const std::byte* payload) noexcept {
   const auto kind = static_cast<msg_kind>(m.kind);
   const bool request = net::is_request(kind);
-  remote_endpoint* own = p_.remote(source_id(p_.rank(), m.dst_slot));
-  // Relaxed: see queue_block.hpp (state).
-  const uint32_t state = own ? own->view.header->state.load(std::memory_order_relaxed) : 0;
+  uint64_t state = 0;
+  remote_endpoint* own = meant(p_, m.dst_slot, m.dst_gen, state);
   auto refuse = [&](return_reason why) {
     if (request)
       p_.defer_net_return(peer, m, args, static_cast<uint8_t>(why));
@@ -44,14 +53,14 @@ bool net_sink::deliver(int peer, const net::message_header& m, const uint32_t* a
                         to_string(why));
     return true;
   };
-  if (!own || !(state & 1u) || (m.dst_state && m.dst_state != state)) return refuse(return_reason::bad_endpoint);
+  if (!own) return refuse(return_reason::bad_endpoint);
   // The progress thread's "network processor" service: a get is answered
   // at once from the segment, even while the program computes without
   // polling (its tag is checked as dispatch would).
   if (kind == msg_kind::get_request && core::settings().progress_thread) {
     // Relaxed: our own tag, written by this process.
-    const tag_t mine = own->view.header->tag.load(std::memory_order_relaxed);
-    if (mine != tag_all && (mine == tag_none || mine != m.tag)) return refuse(return_reason::bad_tag);
+    if (!detail::tag_accepts(own->view.header->tag.load(std::memory_order_relaxed), m.tag))
+      return refuse(return_reason::bad_tag);
     if (p_.serve_get(peer, m, args)) return true;
   }
   const shm::queue_ref& q = request ? own->view.request : own->view.reply;
@@ -61,12 +70,18 @@ bool net_sink::deliver(int peer, const net::message_header& m, const uint32_t* a
   if (remote_endpoint* from = p_.remote(source)) {
     // Relaxed: hints for replies and names, read by the same or a later poll.
     if (request) from->peer_tag.store(m.src_tag, std::memory_order_relaxed);
-    if (m.src_state) from->peer_state.store(m.src_state, std::memory_order_relaxed);
+    from->peer_gen.store(m.src_gen, std::memory_order_relaxed);
   }
-  const bool two_line_fields = kind == msg_kind::get_request || kind == msg_kind::returned;
-  const uint64_t offset = net::is_long(kind) || two_line_fields ? m.offset : 0;
-  return detail::inject(*own, !request, source, static_cast<shm::packet_kind>(m.kind), m.handler, args, m.nargs,
-                        m.length, offset, m.tag, two_line_fields ? m.aux : 0, payload, medium ? m.length : 0);
+  const bool offsets = net::is_long(kind) || kind == msg_kind::get_request || kind == msg_kind::returned;
+  switch (detail::inject(*own, !request, source, shm::gen32(m.src_gen), static_cast<shm::packet_kind>(m.kind),
+                         m.handler, args, m.nargs, m.length, offsets ? m.offset : 0, m.tag,
+                         kind == msg_kind::get_request || kind == msg_kind::returned ? m.aux : 0, payload,
+                         medium ? m.length : 0, state)) {
+    case detail::inject_result::sent: return true;
+    case detail::inject_result::full: return false;
+    case detail::inject_result::gone: break;  // freed meanwhile
+  }
+  return refuse(return_reason::bad_endpoint);
 }
 
 bool net_sink::give_back(int peer, const net::message_header& m, const uint32_t* args) noexcept {
@@ -75,15 +90,16 @@ bool net_sink::give_back(int peer, const net::message_header& m, const uint32_t*
     core::log_warning("a %s to rank %d was dropped: that process is unreachable", what(kind), peer);
     return true;
   }
-  remote_endpoint* own = p_.remote(source_id(p_.rank(), m.src_slot));
+  // A sender freed since gets nothing back.
+  uint64_t state = 0;
+  remote_endpoint* own = meant(p_, m.src_slot, m.src_gen, state);
   if (!own) return true;
-  // Relaxed: see queue_block.hpp (state). A sender freed since gets nothing back.
-  if (own->view.header->state.load(std::memory_order_relaxed) != m.src_state) return true;
   const uint64_t aux = static_cast<uint64_t>(return_reason::unreachable) |
                        (static_cast<uint64_t>(detail::op_of(static_cast<shm::packet_kind>(m.kind))) << 8);
   const uint64_t offset = net::is_long(kind) || kind == msg_kind::get_request ? m.offset : 0;
-  return detail::inject(*own, true, source_id(peer, m.dst_slot), shm::packet_kind::returned, m.handler, args,
-                        m.nargs, m.length, offset, m.tag, aux, nullptr, 0);
+  return detail::inject(*own, true, source_id(peer, m.dst_slot), shm::gen32(m.dst_gen), shm::packet_kind::returned,
+                        m.handler, args, m.nargs, m.length, offset, m.tag, aux, nullptr, 0,
+                        state) != detail::inject_result::full;
 }
 
 }  // namespace clump::am
@@ -92,7 +108,7 @@ namespace clump::detail {
 
 status send_net(endpoint_impl& from, am::remote_endpoint& to, shm::packet_kind kind, handler_index h,
                 const uint32_t* args, unsigned nargs, const void* data, size_t length, uint64_t offset, uint64_t aux,
-                tag_t tag, when_full policy, uint32_t expect) noexcept {
+                tag_t tag, when_full policy, uint64_t expect) noexcept {
   net::network* net = from.proc->net();
   if (!net) return status::resource;
   net::message_header m{};
@@ -101,9 +117,9 @@ status send_net(endpoint_impl& from, am::remote_endpoint& to, shm::packet_kind k
   m.nargs = static_cast<uint8_t>(nargs);
   m.src_slot = static_cast<uint8_t>(from.slot);
   m.dst_slot = static_cast<uint8_t>(to.slot);
-  m.dst_state = expect;
-  // Relaxed: our own endpoint's fields, written by this process.
-  m.src_state = from.own.header->state.load(std::memory_order_relaxed);
+  m.dst_gen = shm::generation_of(expect);
+  m.src_gen = from.generation;
+  // Relaxed: our own endpoint's tag, written by this process.
   m.src_tag = from.own.header->tag.load(std::memory_order_relaxed);
   m.tag = tag;
   m.length = static_cast<uint32_t>(length);

@@ -34,6 +34,6 @@ namespace clump::detail {
 /// or resource (the destination's process is unreachable; `to` is marked gone).
 status send_net(endpoint_impl& from, am::remote_endpoint& to, shm::packet_kind kind, handler_index h,
                 const uint32_t* args, unsigned nargs, const void* data, size_t length, uint64_t offset, uint64_t aux,
-                tag_t tag, when_full policy, uint32_t expect) noexcept;
+                tag_t tag, when_full policy, uint64_t expect) noexcept;
 
 }  // namespace clump::detail

@@ -1,6 +1,10 @@
 #include "am/process.hpp"
 
+#include <sched.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <chrono>
@@ -141,7 +145,7 @@ void process::answer(net_return& r, const net::message_header& m, const uint32_t
   r.m.nargs = m.nargs;
   r.m.src_slot = m.dst_slot;
   r.m.dst_slot = m.src_slot;
-  r.m.dst_state = m.src_state;
+  r.m.dst_gen = m.src_gen;
   r.m.length = m.length;
   std::memcpy(r.args, args, 4u * std::min<unsigned>(m.nargs, net::max_args));
 }
@@ -160,7 +164,7 @@ bool process::serve_get(int peer, const net::message_header& m, const uint32_t* 
     r.data.assign(s.base + m.offset, s.base + m.offset + m.length);
   }
   answer(r, m, args, net::msg_kind::long_reply);
-  r.m.src_state = m.dst_state;
+  r.m.src_gen = m.dst_gen;
   r.m.tag = m.src_tag;
   r.m.offset = m.aux;  // where the requester wants the bytes
   std::lock_guard lock(net_returns_mutex_);
@@ -209,6 +213,32 @@ process& process::get() {
 
 process* process::existing() noexcept { return instance.load(std::memory_order_acquire); }
 
+bool process::quiesce_copies() noexcept {
+  // Every process of the node that may copy into our segments: wait until
+  // none is inside a copy. The caller has published the segment change
+  // (seq_cst) before this: a copy that starts later reads the new segment.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (int r = 0; r < size_; ++r) {
+    std::byte* base = peers_.base(r);
+    if (!base) continue;
+    auto& copying = reinterpret_cast<shm::region_header*>(base)->copying;
+    const pid_t pid = peers_.geometry(r).pid;
+    for (unsigned round = 0;; ++round) {
+      // seq_cst: pairs with the copier's seq_cst increment (copy_guard).
+      if (copying.load(std::memory_order_seq_cst) == 0) break;
+      if (r != rank_ && (round & 255) == 255 && ::kill(pid, 0) != 0 && errno == ESRCH) break;  // it has exited
+      if (std::chrono::steady_clock::now() >= deadline) {
+        core::log_warning("rank %d kept copying into segments for 2 s while this process released one; the "
+                          "released memory is retired, never used again",
+                          r);
+        return false;
+      }
+      sched_yield();
+    }
+  }
+  return true;
+}
+
 remote_endpoint* process::make_remote(int rank, uint32_t slot) noexcept {
   if (over_net(rank)) {
     // Over the network: no view; the owner checks slot and state on arrival.
@@ -226,15 +256,18 @@ remote_endpoint* process::make_remote(int rank, uint32_t slot) noexcept {
   }
   std::byte* base = peers_.base(rank);
   if (!base) return nullptr;
-  auto* h = reinterpret_cast<const shm::region_header*>(base);
-  if (slot >= h->max_endpoints) return nullptr;
+  // The layout as checked when the region was mapped, not as its header says now.
+  const shm::region_geometry& g = peers_.geometry(rank);
+  if (slot >= g.max_endpoints) return nullptr;
   std::lock_guard lock(mutex_);
   auto& cell = remotes_[static_cast<size_t>(rank) * max_slots_ + slot];
   if (remote_endpoint* e = cell.load(std::memory_order_relaxed)) return e;
   auto e = std::make_unique<remote_endpoint>();
-  e->view = shm::view_queue_block(base + h->queue_block_base + h->queue_block_stride * slot, base, h->depth,
-                                  h->ring_bytes);
+  e->view = shm::view_queue_block(base + g.queue_block_base + g.queue_block_stride * slot, base, g.depth,
+                                  g.ring_bytes, g.wake_base);
   e->region_base = base;
+  e->region_size = g.size;
+  e->pid = g.pid;
   e->rank = rank;
   e->slot = slot;
   remote_endpoint* raw = e.get();

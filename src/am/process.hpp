@@ -27,12 +27,14 @@ struct remote_endpoint {
   shm::head_cache request_cache;  // this process's copy of the request queue head
   shm::head_cache reply_cache;
   std::byte* region_base = nullptr;  // the owner's region, mapped here (shared memory only)
+  uint64_t region_size = 0;          // its size, as checked when it was mapped
+  pid_t pid = 0;                     // the owner's process (shared memory only)
   std::atomic<bool> gone{false};     // its process was found dead: fail sends at once
   bool net = false;                  // reached through the network protocol
   // Network only: what the endpoint told us about itself in its last message
-  // (a reply goes out with the requester's tag, naming its state).
+  // (a reply goes out with the requester's tag, to its generation).
   std::atomic<uint64_t> peer_tag{0};
-  std::atomic<uint32_t> peer_state{0};
+  std::atomic<uint64_t> peer_gen{0};
   int rank = 0;
   uint32_t slot = 0;
 };
@@ -93,6 +95,11 @@ class process {
   bool serve_get(int peer, const net::message_header& m, const uint32_t* args) noexcept;
   /// Sends what the network's deliveries left to send (returns, get answers).
   void send_deferred() noexcept;
+  /// After this process published a change of one of its segments: waits
+  /// until no process of the node is inside a copy into a segment (so none
+  /// still writes into the old one). False when one kept copying for 2 s
+  /// (the old memory must then be retired, not reused).
+  bool quiesce_copies() noexcept;
 
   /// The progress function for a boot collective called by the thread that
   /// owns bundle `b`: polls `b` (only: other bundles may belong to other

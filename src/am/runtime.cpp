@@ -44,6 +44,12 @@ runtime::~runtime() {
 int runtime::rank() const noexcept { return impl_->proc.rank(); }
 int runtime::size() const noexcept { return impl_->proc.size(); }
 uint64_t runtime::job_id() const noexcept { return impl_->proc.job_id(); }
+int runtime::node_size() const noexcept {
+  boot::job& j = impl_->proc.job();
+  int n = 0;
+  for (int r = 0; r < j.size(); ++r) n += j.node(r) == j.node(j.rank());
+  return n;
+}
 clump::bundle& runtime::bundle() noexcept { return impl_->bundle; }
 clump::endpoint& runtime::endpoint() noexcept { return impl_->endpoint; }
 

@@ -6,7 +6,10 @@
 #include <cerrno>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "am/net_bridge.hpp"
 #include "core/log.hpp"
@@ -25,13 +28,14 @@ using shm::packet_kind;
 /// One packet as the sender describes it.
 struct outgoing {
   packet_kind kind;
-  uint8_t flags = 0;
+  uint8_t flags = 0;           // flag_ring, flag_staged (the line flags follow from kind and nargs)
   handler_index handler = 0;
   const uint32_t* args = nullptr;
   unsigned nargs = 0;
   uint32_t length = 0;         // the packet's length field
-  uint64_t offset = 0;         // the packet's offset field (unless the ring is used)
   tag_t tag = 0;
+  uint32_t src_gen = 0;        // the sending endpoint's generation (low 32 bits)
+  uint64_t offset = 0;         // second line
   uint64_t aux = 0;            // second line
   uint32_t piece = 0;          // second line
   const void* ring_data = nullptr;  // copied into the payload ring
@@ -69,62 +73,94 @@ struct outgoing {
 namespace {
 
 [[gnu::cold]] bool owner_alive(am::remote_endpoint& to) noexcept {
-  const auto* h = reinterpret_cast<const shm::region_header*>(to.region_base);
-  if (::kill(h->pid, 0) == 0 || errno != ESRCH) return true;
-  core::log_error("rank %d (pid %d) has exited; messages to it come back as unreachable", to.rank, h->pid);
+  if (::kill(to.pid, 0) == 0 || errno != ESRCH) return true;
+  core::log_error("rank %d (pid %d) has exited; messages to it come back as unreachable", to.rank, to.pid);
   // Relaxed: a hint shared by this process's threads; a stale "alive" only
   // costs another check.
   to.gone.store(true, std::memory_order_relaxed);
   return false;
 }
 
-/// Claims room, fills the packet and publishes it, as endpoint `source`;
-/// false (and nothing written) when the queue has no room.
-bool try_enqueue(am::remote_endpoint& to, bool reply, const outgoing& m, uint32_t source) noexcept {
+/// Writes argument words 8 and on into a packet's further lines.
+void fill_more_args(const shm::queue_ref& q, uint32_t line, uint32_t lines, const uint32_t* args,
+                    unsigned nargs) noexcept {
+  if (lines >= 2) {
+    shm::packet_tail& t = shm::tail_at(q, line + 1);
+    // Relaxed: its own index + 1 (see packet.hpp); the release in publish()
+    // orders it with everything else.
+    t.seq.store(line + 2, std::memory_order_relaxed);
+    if (nargs > shm::args_in_first_line)
+      std::memcpy(t.args, args + shm::args_in_first_line,
+                  (std::min(nargs, shm::args_in_first_line + shm::args_in_second_line) - shm::args_in_first_line) *
+                      sizeof(uint32_t));
+  }
+  if (lines >= 3) {
+    shm::packet_extra& x = shm::extra_at(q, line + 2);
+    x.seq.store(line + 3, std::memory_order_relaxed);  // relaxed: as above
+    constexpr unsigned before = shm::args_in_first_line + shm::args_in_second_line;
+    std::memcpy(x.args, args + before, (nargs - before) * sizeof(uint32_t));
+  }
+}
+
+enum class claim_result { sent, full, gone };
+
+/// Claims room, fills the packet and publishes it, as endpoint `source`, to
+/// the endpoint whose state is `expect`. full: nothing written, no room.
+/// gone: the endpoint was freed (or its slot taken) before the claim took
+/// effect; the claimed lines are published as a cancelled packet, nothing
+/// lands in its segment, and the caller returns the message itself.
+claim_result try_enqueue(am::remote_endpoint& to, bool reply, const outgoing& m, uint32_t source,
+                         uint64_t expect) noexcept {
   const shm::queue_ref& q = reply ? to.view.reply : to.view.request;
   shm::head_cache& cache = reply ? to.reply_cache : to.request_cache;
-  uint8_t flags = m.flags;
-  if (m.nargs > shm::args_in_first_line) flags |= shm::flag_two_lines;
-  const uint32_t lines = (flags & shm::flag_two_lines) ? 2 : 1;
+  const uint8_t flags = m.flags | shm::line_flags(m.kind, m.nargs);
+  const uint32_t lines = shm::lines_of(flags);
   shm::claim c;
-  if (!shm::try_claim(q, cache, lines, m.ring_bytes, c)) return false;
+  if (!shm::try_claim(q, cache, lines, m.ring_bytes, c)) return claim_result::full;
+  // seq_cst, after the seq_cst claim: the sender's half of the handshake
+  // with an owner freeing its endpoint (endpoint.cpp, retire()): either the
+  // owner's drain, which starts after its seq_cst store of the state, sees
+  // this claim, or this load sees that store.
+  const bool gone = to.view.header->state.load(std::memory_order_seq_cst) != expect;
   shm::packet& p = shm::line_at(q, c.line);
-  p.kind = m.kind;
+  p.kind = gone ? packet_kind::cancelled : m.kind;
   p.handler = m.handler;
   p.nargs = static_cast<uint8_t>(m.nargs);
   p.flags = flags;
   p.source = source;
   p.length = m.length;
+  p.dst_gen = shm::gen32(shm::generation_of(expect));
+  p.src_gen = m.src_gen;
   p.tag = m.tag;
-  p.offset = (flags & shm::flag_ring) ? c.ring_used : m.offset;
-  const unsigned first = std::min(m.nargs, shm::args_in_first_line);
-  if (first) std::memcpy(p.args, m.args, first * sizeof(uint32_t));
-  if (lines == 2) {
+  if (m.nargs) std::memcpy(p.args, m.args, std::min(m.nargs, shm::args_in_first_line) * sizeof(uint32_t));
+  if (lines >= 2) {
     shm::packet_tail& t = shm::tail_at(q, c.line + 1);
-    // Relaxed: only keeps an older lap's value from matching (see packet.hpp);
-    // the release in publish() orders it with everything else.
-    t.seq.store(c.line + 2, std::memory_order_relaxed);
     t.piece = m.piece;
+    t.offset = m.offset;
     t.aux = m.aux;
-    if (m.nargs > first) std::memcpy(t.args, m.args + first, (m.nargs - first) * sizeof(uint32_t));
   }
-  if (m.ring_bytes) std::memcpy(shm::ring_at(q, c.ring_line), m.ring_data, m.ring_bytes);
-  if (m.direct_bytes) std::memmove(m.direct, m.direct_data, m.direct_bytes);  // may overlap (to oneself)
+  fill_more_args(q, c.line, lines, m.args, m.nargs);
+  if (!gone) {
+    if (m.ring_bytes) std::memcpy(shm::ring_at(q, c.ring_line), m.ring_data, m.ring_bytes);
+    if (m.direct_bytes) std::memmove(m.direct, m.direct_data, m.direct_bytes);  // may overlap (to oneself)
+  }
   core::sent_outside();  // (TSan only) the message may reach us back through another process
   shm::publish(q, c);
   if (c.wake) [[unlikely]]
     shm::wake(shm::wake_word(q));
-  return true;
+  return gone ? claim_result::gone : claim_result::sent;
 }
 
 /// Sends one packet, waiting for room as `policy` says.
 status enqueue(endpoint_impl& from, am::remote_endpoint& to, bool reply, const outgoing& m, when_full policy,
-               uint32_t expect_state) noexcept {
-  for (unsigned round = 0; !try_enqueue(to, reply, m, from.id); ++round) {
+               uint64_t expect) noexcept {
+  for (unsigned round = 0;; ++round) {
+    const claim_result r = try_enqueue(to, reply, m, from.id, expect);
+    if (r == claim_result::sent) return status::ok;
+    if (r == claim_result::gone) return status::not_sent;
     if (policy == when_full::give_up) return status::in_use;
     // A request whose destination went away while we wait would wait forever.
-    if (expect_state && to.view.header->state.load(std::memory_order_relaxed) != expect_state)
-      return status::not_sent;
+    if (to.view.header->state.load(std::memory_order_relaxed) != expect) return status::not_sent;
     // So would any message to a process that has exited (checked every 1024
     // rounds: a system call, on a path that is already waiting; once found
     // dead, at once).
@@ -132,8 +168,30 @@ status enqueue(endpoint_impl& from, am::remote_endpoint& to, bool reply, const o
       return status::resource;
     wait_for_room(from, policy, round);
   }
-  return status::ok;
 }
+
+/// Counts this thread as copying into another endpoint's segment, from before
+/// it reads where the segment is until its copy ends (see region_header::copying).
+class copy_guard {
+ public:
+  explicit copy_guard(std::atomic<uint32_t>& c) noexcept : c_(c) {
+    // seq_cst: before the segment's seqlock read; pairs with the owner's
+    // seq_cst load of this counter after it published a new segment.
+    c_.fetch_add(1, std::memory_order_seq_cst);
+  }
+  ~copy_guard() { end(); }
+  void end() noexcept {
+    // Release: the copy happens before an owner that sees 0 reuses the memory.
+    if (!ended_) c_.fetch_sub(1, std::memory_order_release);
+    ended_ = true;
+  }
+  copy_guard(const copy_guard&) = delete;
+  copy_guard& operator=(const copy_guard&) = delete;
+
+ private:
+  std::atomic<uint32_t>& c_;
+  bool ended_ = false;
+};
 
 packet_kind kind_for(message_kind k, bool reply) noexcept {
   switch (k) {
@@ -148,8 +206,9 @@ packet_kind kind_for(message_kind k, bool reply) noexcept {
 
 /// The destination's name for handler 0 (cold: only when a message comes back).
 [[gnu::cold]] static endpoint_name name_or(const endpoint_impl& from, const am::remote_endpoint& to,
-                                    const endpoint_name* known) noexcept {
-  return known ? *known : name_of(from, am::source_id(to.rank, to.slot));
+                                    const endpoint_name* known, uint64_t expect) noexcept {
+  return known ? *known
+               : name_of(from, am::source_id(to.rank, to.slot), shm::gen32(shm::generation_of(expect)));
 }
 
 message_op op_of(packet_kind k) noexcept {
@@ -163,25 +222,27 @@ message_op op_of(packet_kind k) noexcept {
     case packet_kind::medium_reply: return message_op::reply_medium;
     case packet_kind::long_reply:
     case packet_kind::long_piece_reply:
-    case packet_kind::returned: return message_op::reply_long;
+    case packet_kind::returned:
+    case packet_kind::cancelled: return message_op::reply_long;
   }
   return message_op::request;
 }
 
-endpoint_name name_of(const endpoint_impl& here, uint32_t id) noexcept {
-  endpoint_name n{here.proc->job_id(), static_cast<uint32_t>(am::source_rank(id)), am::source_slot(id)};
+endpoint_name name_of(const endpoint_impl& here, uint32_t id, uint32_t gen) noexcept {
+  endpoint_name n{here.proc->job_id(), static_cast<uint32_t>(am::source_rank(id)), am::source_slot(id), gen};
   if (am::remote_endpoint* r = here.proc->remote(id)) {
-    // Relaxed: a name for handler 0 or a token, as it is now.
-    const uint32_t state = r->net ? r->peer_state.load(std::memory_order_relaxed)
-                                  : r->view.header->state.load(std::memory_order_relaxed);
-    n.id |= (state >> 1) << 8;
+    // Relaxed: a name for handler 0 or a token, as it is now. The whole
+    // generation, when the endpoint we know of is the one meant.
+    const uint64_t whole = r->net ? r->peer_gen.load(std::memory_order_relaxed)
+                                  : shm::generation_of(r->view.header->state.load(std::memory_order_relaxed));
+    if (shm::gen32(whole) == gen) n.generation = whole;
   }
   return n;
 }
 
 status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, message_kind kind, handler_index h,
                     const uint32_t* args, unsigned nargs, const void* data, size_t length, uint64_t offset,
-                    tag_t tag, when_full policy, const endpoint_name* dest_name, uint32_t expect) noexcept {
+                    tag_t tag, when_full policy, const endpoint_name* dest_name, uint64_t expect) noexcept {
   const bool par = from.parallel;
   const auto k = static_cast<unsigned>(kind);
   if (nargs > max_args) [[unlikely]]
@@ -194,10 +255,23 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
   m.args = args;
   m.nargs = nargs;
   m.tag = tag;
+  m.src_gen = shm::gen32(from.generation);
   m.length = static_cast<uint32_t>(length);
+  const message_op op = op_of(m.kind);
+  // A message that cannot be delivered: back to handler 0 (a reply: dropped,
+  // its requester is gone or refuses it).
+  auto undeliverable = [&](return_reason why) {
+    if (reply) {
+      core::log_warning("a reply to rank %d was dropped: %s", to.rank, to_string(why));
+      return status::not_sent;
+    }
+    return_locally(from, why, op, h, args, nargs, length, offset, name_or(from, to, dest_name, expect), tag);
+    return status::ok;
+  };
   status s = status::ok;
   if (to.net) {
-    // The network: the destination checks the segment and its own limits on arrival.
+    // The network: the destination checks the segment, its tag and its own
+    // limits on arrival, before any fragment lands.
     if (kind == message_kind::medium && length > from.max_medium) [[unlikely]]
       return misuse("medium payload longer than max_medium() (CLUMP_MAX_MEDIUM); send it as a long message");
     if (kind == message_kind::long_message && length > max_long) [[unlikely]]
@@ -222,18 +296,29 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
     case message_kind::long_message: {
       if (length > max_long) [[unlikely]]
         return misuse("long payload longer than max_long (4 GiB - 1)");
+      // From here to the end of a direct copy, the owner may not release the
+      // segment we are about to write into.
+      copy_guard copying(from.proc->region().copying());
       // A consistent pair (seqlock); the receiver checks the bounds again on arrival.
       uint64_t seg_off = 0, seg_len = 0;
       shm::read_segment(*to.view.header, seg_off, seg_len);
-      if (offset > seg_len || length > seg_len - offset) [[unlikely]] {
-        return_locally(from, return_reason::bad_segment_offset, reply ? message_op::reply_long : message_op::request_long,
-                       h, args, nargs, length, offset, name_or(from, to, dest_name), tag);
-        return status::ok;
-      }
+      if (offset > seg_len || length > seg_len - offset) [[unlikely]]
+        return undeliverable(return_reason::bad_segment_offset);
+      // The tag and the identity of the destination guard every byte: they
+      // are checked before any byte lands (the receiver checks them again).
+      // Relaxed: the owner's fields, as they are now (see queue_block.hpp).
+      if (!tag_accepts(to.view.header->tag.load(std::memory_order_relaxed), tag)) [[unlikely]]
+        return undeliverable(return_reason::bad_tag);
+      if (to.view.header->state.load(std::memory_order_relaxed) != expect) [[unlikely]]
+        return undeliverable(return_reason::bad_endpoint);
+      m.offset = offset;
       if (seg_off != shm::private_segment) {
+        // The segment lies in the owner's region (checked, since another
+        // process wrote the offsets): a corrupt header cannot aim us elsewhere.
+        if (seg_off > to.region_size || seg_len > to.region_size - seg_off) [[unlikely]]
+          return undeliverable(return_reason::bad_segment_offset);
         // Single copy: straight into the destination's segment, mapped here.
         std::byte* dst = to.region_base + seg_off + offset;
-        m.offset = offset;
         if (policy == when_full::give_up) {
           // Asynchronous: claim first, so that a full queue leaves the segment untouched.
           m.direct = dst;
@@ -244,10 +329,12 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
           // reaches the receiver, so the claim's locked instruction does not
           // wait for it (worth ~20% at 64 KiB when the cores are far apart).
           std::memmove(dst, data, length);  // memmove: a message to oneself may overlap
+          copying.end();
         }
         s = enqueue(from, to, reply, m, policy, expect);
         break;
       }
+      copying.end();
       // A private segment: the payload travels through the ring in pieces
       // that the receiver copies into place; the last one runs the handler.
       // Pieces fit both our medium limit and half the receiver's ring.
@@ -257,12 +344,13 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
       size_t done = 0;
       outgoing part{};
       part.kind = reply ? packet_kind::long_piece_reply : packet_kind::long_piece;
-      part.flags = shm::flag_ring | shm::flag_two_lines | shm::flag_staged;
+      part.flags = shm::flag_ring | shm::flag_staged;
       part.tag = tag;
+      part.src_gen = m.src_gen;
       while (length - done > piece) {
         part.length = static_cast<uint32_t>(piece);
         part.piece = static_cast<uint32_t>(piece);
-        part.aux = offset + done;
+        part.offset = offset + done;
         part.ring_data = src + done;
         part.ring_bytes = piece;
         s = enqueue(from, to, reply, part, done ? (policy == when_full::give_up ? when_full::poll_bundle : policy)
@@ -271,8 +359,7 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
         done += piece;
       }
       if (s != status::ok) break;
-      m.flags = shm::flag_ring | shm::flag_two_lines | shm::flag_staged;
-      m.aux = offset;
+      m.flags = shm::flag_ring | shm::flag_staged;
       m.piece = static_cast<uint32_t>(length - done);
       m.ring_data = src + done;
       m.ring_bytes = length - done;
@@ -281,27 +368,17 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
       break;
     }
   }
-  if ((s == status::not_sent || s == status::resource) && reply) [[unlikely]] {
-    // The requester went away (freed endpoint or exited process) while we
-    // waited: nobody is left to receive this reply or a returned message.
-    core::log_warning("a reply to rank %d was dropped: the requesting endpoint %s", to.rank,
-                      s == status::not_sent ? "was freed" : "'s process has exited");
-    return status::not_sent;
-  }
-  if (s == status::not_sent || s == status::resource) [[unlikely]] {
-    return_locally(from, s == status::not_sent ? return_reason::bad_endpoint : return_reason::unreachable,
-                   op_of(m.kind), h, args, nargs, length, offset, name_or(from, to, dest_name), tag);
-    return status::ok;
-  }
+  if (s == status::not_sent || s == status::resource) [[unlikely]]
+    return undeliverable(s == status::not_sent ? return_reason::bad_endpoint : return_reason::unreachable);
   if (s != status::ok) return s;
   (reply ? from.replies_sent : from.requests_sent)[k].add(1, par);
   if (length) from.bytes_sent.add(length, par);
   return status::ok;
 }
 
-bool inject(am::remote_endpoint& to, bool reply, uint32_t source, packet_kind kind, handler_index h,
-            const uint32_t* args, unsigned nargs, uint32_t length, uint64_t offset, tag_t tag, uint64_t aux,
-            const void* ring_data, size_t ring_bytes) noexcept {
+inject_result inject(am::remote_endpoint& to, bool reply, uint32_t source, uint32_t source_gen, packet_kind kind,
+                     handler_index h, const uint32_t* args, unsigned nargs, uint32_t length, uint64_t offset,
+                     tag_t tag, uint64_t aux, const void* ring_data, size_t ring_bytes, uint64_t expect) noexcept {
   outgoing m{};
   m.kind = kind;
   m.handler = h;
@@ -311,37 +388,70 @@ bool inject(am::remote_endpoint& to, bool reply, uint32_t source, packet_kind ki
   m.offset = offset;
   m.tag = tag;
   m.aux = aux;
-  if (kind == packet_kind::get_request || kind == packet_kind::returned) m.flags = shm::flag_two_lines;
+  m.src_gen = source_gen;
   if (ring_bytes || kind == packet_kind::medium_request || kind == packet_kind::medium_reply) {
-    m.flags |= shm::flag_ring;
+    m.flags = shm::flag_ring;
     m.ring_data = ring_data;
     m.ring_bytes = ring_bytes;
   }
-  return try_enqueue(to, reply, m, source);
+  switch (try_enqueue(to, reply, m, source, expect)) {
+    case claim_result::sent: return inject_result::sent;
+    case claim_result::full: return inject_result::full;
+    case claim_result::gone: break;
+  }
+  return inject_result::gone;
 }
 
-bool try_send_return(endpoint_impl& from, uint32_t to_id, const pending_return& r) noexcept {
-  am::remote_endpoint* to = from.proc->remote(to_id);
+namespace {
+
+/// Sends returned message `r` as endpoint `from_id` (generation `from_gen`)
+/// back to endpoint `to_id`, once, without waiting. True when it is sent or
+/// can never be (its sender is gone: dropped with a warning); false when the
+/// queue or window is full. `from` may be null: an endpoint freed since
+/// (see adopt_returns).
+bool return_once(am::process& proc, endpoint_impl* from, uint32_t from_id, uint64_t from_gen, uint32_t to_id,
+                 const pending_return& r) noexcept {
+  am::remote_endpoint* to = proc.remote(to_id);
   if (!to) return true;  // nowhere to send it; dropped (logged by the caller)
   const uint64_t aux = static_cast<uint64_t>(r.reason) | (static_cast<uint64_t>(r.op) << 8);
+  auto dropped = [&](const char* why) {
+    core::log_warning("a message returned to rank %d (%s) was dropped: %s", to->rank, to_string(r.reason), why);
+    return true;
+  };
   if (to->net) {
-    const status s = send_net(from, *to, packet_kind::returned, r.handler, r.args, r.nargs, nullptr, r.length, r.offset,
-                              aux, r.tag, when_full::give_up, to->peer_state.load(std::memory_order_relaxed));
-    if (s == status::resource)
-      core::log_warning("a message returned to rank %d (%s) was dropped: its process is unreachable", to->rank,
-                        to_string(r.reason));
+    // Relaxed: what the sender told us of itself (net_bridge.cpp).
+    const uint64_t gen = to->peer_gen.load(std::memory_order_relaxed);
+    if (shm::gen32(gen) != r.to_gen) return dropped("its sender no longer exists");
+    status s;
+    if (from) {
+      s = send_net(*from, *to, packet_kind::returned, r.handler, r.args, r.nargs, nullptr, r.length, r.offset, aux,
+                   r.tag, when_full::give_up, shm::alive_state(gen));
+    } else {
+      net::message_header m{};
+      m.kind = static_cast<uint8_t>(packet_kind::returned);
+      m.handler = r.handler;
+      m.nargs = r.nargs;
+      m.src_slot = static_cast<uint8_t>(am::source_slot(from_id));
+      m.dst_slot = static_cast<uint8_t>(to->slot);
+      m.dst_gen = gen;
+      m.src_gen = from_gen;
+      m.tag = r.tag;
+      m.length = static_cast<uint32_t>(r.length);
+      m.offset = r.offset;
+      m.aux = aux;
+      uint32_t done = 0;
+      s = proc.net() ? proc.net()->send(to->rank, m, r.args, nullptr, done) : status::resource;
+    }
+    if (s == status::resource) return dropped("its process is unreachable");
     return s != status::in_use;
   }
   // Relaxed: see queue_block.hpp. A sender that is gone gets nothing back.
-  if ((to->view.header->state.load(std::memory_order_relaxed) & 1u) == 0 ||
-      to->gone.load(std::memory_order_relaxed)) [[unlikely]] {
-    core::log_warning("a message returned to rank %d (%s) was dropped: its sender no longer exists", to->rank,
-                      to_string(r.reason));
-    return true;
-  }
+  const uint64_t state = to->view.header->state.load(std::memory_order_relaxed);
+  if (!shm::is_alive(state) || shm::gen32(shm::generation_of(state)) != r.to_gen ||
+      to->gone.load(std::memory_order_relaxed)) [[unlikely]]
+    return dropped("its sender no longer exists");
   outgoing m{};
   m.kind = packet_kind::returned;
-  m.flags = shm::flag_two_lines;
   m.handler = r.handler;
   m.args = r.args;
   m.nargs = r.nargs;
@@ -349,46 +459,94 @@ bool try_send_return(endpoint_impl& from, uint32_t to_id, const pending_return& 
   m.offset = r.offset;
   m.tag = r.tag;  // the tag the message was sent with (returned packets are not tag-checked)
   m.aux = aux;
-  return enqueue(from, *to, true, m, when_full::give_up, 0) == status::ok;
+  m.src_gen = shm::gen32(from_gen);
+  switch (try_enqueue(*to, true, m, from_id, state)) {
+    case claim_result::sent: return true;
+    case claim_result::full: return false;
+    case claim_result::gone: break;
+  }
+  return dropped("its sender was freed meanwhile");
+}
+
+// Returns that an endpoint freed with a full outbox left behind: the process
+// keeps them and later polls of any bundle send them (adopt_returns).
+struct orphan {
+  uint32_t from_id;
+  uint64_t from_gen;
+  uint32_t to;
+  pending_return r;
+};
+std::mutex orphans_mutex;
+std::vector<orphan> orphans;
+
+}  // namespace
+
+std::atomic<bool> orphans_waiting{false};
+
+bool try_send_return(endpoint_impl& from, uint32_t to_id, const pending_return& r) noexcept {
+  return return_once(*from.proc, &from, from.id, from.generation, to_id, r);
 }
 
 void send_return(endpoint_impl& from, uint32_t to, const pending_return& r) noexcept {
   if (try_send_return(from, to, r)) return;
   std::lock_guard lock(from.returns_mutex);
-  from.outbox.push_back({to, r, from.id});
+  from.outbox.push_back({to, r});
   // Relaxed: the mutex orders the outbox; the flag only prompts a later poll.
   from.has_outbox.store(true, std::memory_order_relaxed);
+}
+
+void adopt_returns(endpoint_impl& e) noexcept {
+  std::lock_guard mine(e.returns_mutex);
+  if (e.outbox.empty()) return;
+  std::lock_guard lock(orphans_mutex);
+  for (const endpoint_impl::deferred& d : e.outbox) orphans.push_back({e.id, e.generation, d.to, d.r});
+  e.outbox.clear();
+  // Relaxed: the mutex orders the list; the flag only prompts later polls.
+  orphans_waiting.store(true, std::memory_order_relaxed);
+}
+
+void retry_orphans(am::process& proc) noexcept {
+  std::unique_lock lock(orphans_mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return;  // another thread is at it
+  std::erase_if(orphans, [&](const orphan& o) { return return_once(proc, nullptr, o.from_id, o.from_gen, o.to, o.r); });
+  orphans_waiting.store(!orphans.empty(), std::memory_order_relaxed);
 }
 
 // send-stage: checks (the markers split the short send into the stages of the
 // SC97 paper's Figure 4 for bench/send-breakdown; comments only)
 /// The common case in one piece: a short message of at most 8 words to a
-/// queue with room. Anything else (a full queue, more words) returns false
-/// and takes send_message, which checks, waits and handles errors.
+/// queue with room, whose endpoint is still the one meant. Anything else (a
+/// full queue, more words, an endpoint freed meanwhile) returns false and
+/// takes send_message, which checks, waits and handles errors.
 static inline bool try_send_short(endpoint_impl& from, am::remote_endpoint& to, bool reply, handler_index h,
-                                  const uint32_t* args, unsigned nargs, tag_t tag) noexcept {
+                                  const uint32_t* args, unsigned nargs, tag_t tag, uint64_t expect) noexcept {
   if (nargs > shm::args_in_first_line || to.net) return false;
   // send-stage: locate
   const shm::queue_ref& q = reply ? to.view.reply : to.view.request;
   shm::claim c;
   // send-stage: claim (and its room check; see try_claim)
   if (!shm::try_claim(q, reply ? to.reply_cache : to.request_cache, 1, 0, c)) return false;
+  // seq_cst: see try_enqueue.
+  const bool gone = to.view.header->state.load(std::memory_order_seq_cst) != expect;
   // send-stage: fill
   shm::packet& p = shm::line_at(q, c.line);
-  p.kind = reply ? packet_kind::short_reply : packet_kind::short_request;
+  p.kind = gone ? packet_kind::cancelled : reply ? packet_kind::short_reply : packet_kind::short_request;
   p.handler = h;
   p.nargs = static_cast<uint8_t>(nargs);
   p.flags = 0;
   p.source = from.id;
   p.length = 0;
+  p.dst_gen = shm::gen32(shm::generation_of(expect));
+  p.src_gen = shm::gen32(from.generation);
   p.tag = tag;
-  p.offset = 0;
   for (unsigned i = 0; i < nargs; ++i) p.args[i] = args[i];
   // send-stage: publish
   shm::publish(q, c);
   if (c.wake) [[unlikely]]
     shm::wake(shm::wake_word(q));
   // send-stage: count
+  if (gone) [[unlikely]]
+    return false;  // send_message finds it gone too, and returns it
   (reply ? from.replies_sent : from.requests_sent)[0].add(1, from.parallel);
   return true;
 }
@@ -437,7 +595,7 @@ status endpoint::send_raw(int dest, message_kind kind, handler_index h, const ui
   // send-stage: checks
   if (!deliverable(e, t, op_of(kind_for(kind, false)), h, args, nargs, length, offset)) [[unlikely]]
     return status::ok;
-  if (kind == message_kind::short_message && try_send_short(e, *t.remote, false, h, args, nargs, t.tag))
+  if (kind == message_kind::short_message && try_send_short(e, *t.remote, false, h, args, nargs, t.tag, t.state))
     return status::ok;
   // send-stage: call (send_message itself, the slow path, is unmarked: "other")
   return send_message(e, *t.remote, false, kind, h, args, nargs, data, length, offset, t.tag,
@@ -464,7 +622,7 @@ status endpoint::get_raw(int dest, handler_index h, const uint32_t* args, unsign
     return status::ok;
   outgoing m{};
   m.kind = shm::packet_kind::get_request;
-  m.flags = shm::flag_two_lines;
+  m.src_gen = shm::gen32(e.generation);
   m.handler = h;
   m.args = args;
   m.nargs = nargs;
@@ -494,16 +652,18 @@ status token_base::reply_raw(message_kind kind, handler_index h, const uint32_t*
   if (!to) [[unlikely]]
     return misuse("reply: the requester is not known in this job");
   // Relaxed: the requester's tag and state, read from its queue block (see
-  // queue_block.hpp). A requester freed since its request gets no reply.
+  // queue_block.hpp), or what it said of itself over the network. The reply
+  // goes to the very endpoint that sent the request: one freed since (or
+  // replaced in its slot) gets nothing.
   const tag_t tag = to->net ? to->peer_tag.load(std::memory_order_relaxed)
                             : to->view.header->tag.load(std::memory_order_relaxed);
-  const uint32_t state = to->net ? to->peer_state.load(std::memory_order_relaxed)
+  const uint64_t state = to->net ? shm::alive_state(to->peer_gen.load(std::memory_order_relaxed))
                                  : to->view.header->state.load(std::memory_order_relaxed);
-  if ((state & 1u) == 0) [[unlikely]] {
+  if (!shm::is_alive(state) || shm::gen32(shm::generation_of(state)) != source_gen_) [[unlikely]] {
     core::log_warning("a reply to rank %d was dropped: the requesting endpoint was freed", to->rank);
     return status::not_sent;
   }
-  if (kind == message_kind::short_message && try_send_short(*ep_, *to, true, h, args, nargs, tag)) {
+  if (kind == message_kind::short_message && try_send_short(*ep_, *to, true, h, args, nargs, tag, state)) {
     replied_ = true;
     return status::ok;
   }

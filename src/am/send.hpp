@@ -15,38 +15,58 @@ enum class when_full {
   give_up,       // asynchronous: return status::in_use
 };
 
+/// True when an endpoint whose tag is `mine` takes a message sent with `sent`.
+inline bool tag_accepts(tag_t mine, tag_t sent) noexcept {
+  return mine == tag_all || (mine != tag_none && sent == mine);
+}
+
 /// Sends one message of `kind` to `to` (its request queue for requests, its
 /// reply queue otherwise). Checks sizes and, for long messages, the
-/// destination segment; undeliverable messages go to handler 0 locally.
+/// destination segment, its tag and its generation before any byte of the
+/// payload lands; undeliverable messages go to handler 0 locally.
 /// `dest_name` is the destination's name as the sender knows it (for handler
 /// 0), or nullptr to work it out only if the message does come back.
-/// `expect` is the destination's queue block state the message is meant for:
-/// if it changes while the sender waits for room (endpoint freed, slot
-/// reused), the message is not delivered. A reply that cannot be delivered
-/// is dropped with a warning (its requester is gone) and returns not_sent.
+/// `expect` is the destination's state (shm::alive_state of its generation)
+/// the message is meant for: if it changes before the message is in the
+/// queue (endpoint freed, slot reused), the message is not delivered. A
+/// reply that cannot be delivered is dropped with a warning (its requester
+/// is gone) and returns not_sent.
 status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, message_kind kind, handler_index h,
                     const uint32_t* args, unsigned nargs, const void* data, size_t length, uint64_t offset,
-                    tag_t tag, when_full policy, const endpoint_name* dest_name, uint32_t expect) noexcept;
+                    tag_t tag, when_full policy, const endpoint_name* dest_name, uint64_t expect) noexcept;
 
-/// Sends a returned message back to endpoint `to` (an id): tries once and
-/// keeps it in the outbox when the queue is full. Never blocks.
+/// Sends a returned message back to endpoint `to` (an id; r.to_gen says
+/// which generation of it): tries once and keeps it in the outbox when the
+/// queue is full. Never blocks.
 void send_return(endpoint_impl& from, uint32_t to, const pending_return& r) noexcept;
 /// Tries to send a returned message once; false when the queue was full.
 bool try_send_return(endpoint_impl& from, uint32_t to, const pending_return& r) noexcept;
+/// An endpoint being freed hands the returns it could not send yet (its
+/// outbox) to the process, which keeps trying them at later polls of any
+/// bundle (retry_orphans): a freed endpoint's messages still go back.
+void adopt_returns(endpoint_impl& e) noexcept;
+void retry_orphans(am::process& proc) noexcept;
+/// True while some are waiting (relaxed: a hint for the poll loop).
+extern std::atomic<bool> orphans_waiting;
 
-/// The name of the endpoint with this id as it is now.
-endpoint_name name_of(const endpoint_impl& here, uint32_t id) noexcept;
+/// The name of the endpoint with this id and (low 32 bits of) generation,
+/// with its whole generation where this process can still tell it.
+endpoint_name name_of(const endpoint_impl& here, uint32_t id, uint32_t gen) noexcept;
 
 message_op op_of(shm::packet_kind k) noexcept;
 
 /// Waits one round for room in a full queue or window, as `policy` says (polls).
 void wait_for_room(endpoint_impl& from, when_full policy, unsigned round) noexcept;
 
+/// What inject() did.
+enum class inject_result { sent, full, gone };
+
 /// Puts one packet into `to`'s request (or reply) queue as if endpoint
-/// `source` had sent it, when there is room; never waits. The network
-/// protocol's deliveries come in this way, so one dispatch serves both.
-bool inject(am::remote_endpoint& to, bool reply, uint32_t source, shm::packet_kind kind, handler_index h,
-            const uint32_t* args, unsigned nargs, uint32_t length, uint64_t offset, tag_t tag, uint64_t aux,
-            const void* ring_data, size_t ring_bytes) noexcept;
+/// `source` (generation `source_gen`) had sent it, when there is room and `to`
+/// still has state `expect`; never waits. The network protocol's deliveries
+/// come in this way, so one dispatch serves both.
+inject_result inject(am::remote_endpoint& to, bool reply, uint32_t source, uint32_t source_gen, shm::packet_kind kind,
+                     handler_index h, const uint32_t* args, unsigned nargs, uint32_t length, uint64_t offset,
+                     tag_t tag, uint64_t aux, const void* ring_data, size_t ring_bytes, uint64_t expect) noexcept;
 
 }  // namespace clump::detail

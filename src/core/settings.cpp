@@ -3,6 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <climits>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -135,22 +138,35 @@ std::string raw(const char* name) {
   return v && *v ? std::string(v) : std::string(find(name).default_value);
 }
 
-int64_t integer(const char* name) {
+/// An integer setting in [lo, hi], checked in 64 bits: a value outside is
+/// refused, never cut to fit a narrower type.
+int64_t integer(const char* name, int64_t lo, int64_t hi) {
   std::string v = raw(name);
   char* end = nullptr;
+  errno = 0;
   long long x = std::strtoll(v.c_str(), &end, 0);
-  if (end == v.c_str() || *end != '\0')
+  if (end == v.c_str() || *end != '\0' || std::isspace(static_cast<unsigned char>(v[0])))
     bad_setting("%s=%s is not an integer (%s)", name, v.c_str(), find(name).help);
+  if (errno == ERANGE || x < lo || x > hi)
+    bad_setting("%s=%s is out of range: it must be between %lld and %lld (%s)", name, v.c_str(),
+                static_cast<long long>(lo), static_cast<long long>(hi), find(name).help);
   return x;
 }
 
-size_t size(const char* name) {
+/// A size setting in [lo, hi] bytes.
+size_t size(const char* name, size_t lo, size_t hi) {
   size_t x = 0;
   std::string v = raw(name);
   if (!parse_size(v, x))
-    bad_setting("%s=%s is not a size; write bytes with an optional K, M or G suffix, e.g. 64M", name, v.c_str());
+    bad_setting("%s=%s is not a size; write a number of bytes with an optional K, M, G or T suffix, e.g. 64M", name,
+                v.c_str());
+  if (x < lo || x > hi)
+    bad_setting("%s=%s is out of range: it must be between %zu and %zu bytes (%s)", name, v.c_str(), lo, hi,
+                find(name).help);
   return x;
 }
+
+constexpr size_t kib = size_t{1} << 10, mib = size_t{1} << 20, gib = size_t{1} << 30, tib = size_t{1} << 40;
 
 void warn_unknown() {
   for (char** e = environ; e && *e; ++e) {
@@ -166,32 +182,26 @@ void warn_unknown() {
 
 config parse() {
   config c{};
-  int64_t depth = integer("CLUMP_SHM_QUEUE_DEPTH");
-  if (depth < 16 || depth > (1 << 20) || (depth & (depth - 1)) != 0)
+  const int64_t depth = integer("CLUMP_SHM_QUEUE_DEPTH", 16, 1 << 20);
+  if ((depth & (depth - 1)) != 0)
     bad_setting("CLUMP_SHM_QUEUE_DEPTH=%lld must be a power of two between 16 and 1048576",
-          static_cast<long long>(depth));
+                static_cast<long long>(depth));
   c.shm_queue_depth = static_cast<uint32_t>(depth);
-  c.max_medium = size("CLUMP_MAX_MEDIUM");
-  if (c.max_medium < 8192 || c.max_medium > (16u << 20))
-    bad_setting("CLUMP_MAX_MEDIUM=%zu must be between 8K and 16M", c.max_medium);
-  c.shm_medium_ring = size("CLUMP_SHM_MEDIUM_RING");
-  if (c.shm_medium_ring < 2 * c.max_medium || c.shm_medium_ring > (1u << 30) ||
-      (c.shm_medium_ring & (c.shm_medium_ring - 1)) != 0)
+  c.max_medium = size("CLUMP_MAX_MEDIUM", 8 * kib, 16 * mib);
+  c.shm_medium_ring = size("CLUMP_SHM_MEDIUM_RING", 16 * kib, gib);
+  if (c.shm_medium_ring < 2 * c.max_medium || (c.shm_medium_ring & (c.shm_medium_ring - 1)) != 0)
     bad_setting("CLUMP_SHM_MEDIUM_RING=%zu must be a power of two, hold two maximum medium payloads "
-          "(CLUMP_MAX_MEDIUM=%zu) and be at most 1G",
-          c.shm_medium_ring, c.max_medium);
-  c.segment_size = size("CLUMP_SEGMENT_SIZE");
-  c.shm_region_size = size("CLUMP_SHM_REGION_SIZE");
-  int64_t eps = integer("CLUMP_MAX_ENDPOINTS");
-  if (eps < 1 || eps > 255) bad_setting("CLUMP_MAX_ENDPOINTS=%lld must be between 1 and 255", static_cast<long long>(eps));
-  c.max_endpoints = static_cast<uint32_t>(eps);
-  int64_t batch = integer("CLUMP_POLL_BATCH");
-  if (batch < 1) bad_setting("CLUMP_POLL_BATCH must be at least 1");
-  c.poll_batch = static_cast<uint32_t>(batch);
-  int64_t spin = integer("CLUMP_SPIN_BEFORE_SLEEP_US");
-  if (spin < 0) bad_setting("CLUMP_SPIN_BEFORE_SLEEP_US must not be negative");
-  c.spin_before_sleep_us = static_cast<uint32_t>(spin);
-  c.verbose = static_cast<int>(integer("CLUMP_VERBOSE"));
+                "(CLUMP_MAX_MEDIUM=%zu) and be at most 1G",
+                c.shm_medium_ring, c.max_medium);
+  // A process's region holds its segments: at most 64 TiB of address space
+  // (x86-64 user space is 128 TiB), and a segment at most the region.
+  c.shm_region_size = size("CLUMP_SHM_REGION_SIZE", 16 * mib, 64 * tib);
+  c.segment_size = size("CLUMP_SEGMENT_SIZE", 0, c.shm_region_size);
+  c.gas_segment = size("CLUMP_GAS_SEGMENT", 0, c.shm_region_size);
+  c.max_endpoints = static_cast<uint32_t>(integer("CLUMP_MAX_ENDPOINTS", 1, 255));
+  c.poll_batch = static_cast<uint32_t>(integer("CLUMP_POLL_BATCH", 1, 1 << 20));
+  c.spin_before_sleep_us = static_cast<uint32_t>(integer("CLUMP_SPIN_BEFORE_SLEEP_US", 0, 10'000'000));
+  c.verbose = static_cast<int>(integer("CLUMP_VERBOSE", 0, 3));
   const std::string proto = raw("CLUMP_PROTOCOL");
   if (proto != "auto" && proto != "net" && proto != "multi")
     bad_setting("CLUMP_PROTOCOL=%s must be auto, net or multi", proto.c_str());
@@ -206,43 +216,31 @@ config parse() {
   else if (mode == "fractional") c.net_poll_mode = 1;
   else if (mode == "always") c.net_poll_mode = 2;
   else bad_setting("CLUMP_NET_POLL=%s must be adaptive, fractional or always", mode.c_str());
-  int64_t pmin = integer("CLUMP_NET_POLL_MIN"), pmax = integer("CLUMP_NET_POLL_MAX");
-  if (pmin < 1 || pmax < pmin || pmax > 1 << 20)
+  const int64_t pmin = integer("CLUMP_NET_POLL_MIN", 1, 1 << 20), pmax = integer("CLUMP_NET_POLL_MAX", 1, 1 << 20);
+  if (pmax < pmin)
     bad_setting("CLUMP_NET_POLL_MIN=%lld and CLUMP_NET_POLL_MAX=%lld must satisfy 1 <= MIN <= MAX <= 1048576",
                 static_cast<long long>(pmin), static_cast<long long>(pmax));
   c.net_poll_min = static_cast<uint32_t>(pmin);
   c.net_poll_max = static_cast<uint32_t>(pmax);
-  const int64_t poll_us = integer("CLUMP_NET_POLL_US");
-  if (poll_us < 0 || poll_us > 10'000'000) bad_setting("CLUMP_NET_POLL_US must be between 0 and 10000000");
-  c.net_poll_us = static_cast<uint32_t>(poll_us);
-  c.net_mtu = size("CLUMP_NET_MTU");
-  if (c.net_mtu < 512 || c.net_mtu > 65507) bad_setting("CLUMP_NET_MTU=%zu must be between 512 and 65507", c.net_mtu);
-  int64_t window = integer("CLUMP_NET_WINDOW");
-  if (window < 1 || window > 64) bad_setting("CLUMP_NET_WINDOW=%lld must be between 1 and 64", static_cast<long long>(window));
-  c.net_window = static_cast<uint32_t>(window);
-  c.net_lend = size("CLUMP_NET_LEND");
-  c.gas_segment = size("CLUMP_GAS_SEGMENT");
-  int64_t send_sockets = integer("CLUMP_NET_SEND_SOCKETS");
-  if (send_sockets < 0 || send_sockets > 65536) bad_setting("CLUMP_NET_SEND_SOCKETS must be between 0 and 65536");
-  c.net_send_sockets = static_cast<uint32_t>(send_sockets);
-  int64_t timeout = integer("CLUMP_NET_TIMEOUT_MS");
-  if (timeout < 0 || (timeout > 0 && timeout < 100) || timeout > 86400000)
+  c.net_poll_us = static_cast<uint32_t>(integer("CLUMP_NET_POLL_US", 0, 10'000'000));
+  c.net_mtu = size("CLUMP_NET_MTU", 512, 65507);
+  c.net_window = static_cast<uint32_t>(integer("CLUMP_NET_WINDOW", 1, 64));
+  c.net_lend = size("CLUMP_NET_LEND", 0, 4 * gib);
+  c.net_send_sockets = static_cast<uint32_t>(integer("CLUMP_NET_SEND_SOCKETS", 0, 65536));
+  const int64_t timeout = integer("CLUMP_NET_TIMEOUT_MS", 0, 86'400'000);
+  if (timeout > 0 && timeout < 100)
     bad_setting("CLUMP_NET_TIMEOUT_MS=%lld must be 0 (never) or between 100 and 86400000",
                 static_cast<long long>(timeout));
   c.net_timeout_ms = static_cast<uint32_t>(timeout);
-  int64_t ack = integer("CLUMP_NET_ACK_DELAY_US");
-  if (ack < 0 || ack > 1000000) bad_setting("CLUMP_NET_ACK_DELAY_US must be between 0 and 1000000");
-  c.net_ack_delay_us = static_cast<uint32_t>(ack);
-  int64_t rto = integer("CLUMP_NET_RTO_MIN_US");
-  if (rto < 10 || rto > 10000000) bad_setting("CLUMP_NET_RTO_MIN_US must be between 10 and 10000000");
-  c.net_rto_min_us = static_cast<uint32_t>(rto);
+  c.net_ack_delay_us = static_cast<uint32_t>(integer("CLUMP_NET_ACK_DELAY_US", 0, 1'000'000));
+  c.net_rto_min_us = static_cast<uint32_t>(integer("CLUMP_NET_RTO_MIN_US", 10, 10'000'000));
   c.net_address = raw("CLUMP_NET_ADDRESS");
   std::string why;
   if (!parse_fault_plan(raw("CLUMP_NET_FAULT"), c.net_fault, why))
     bad_setting("CLUMP_NET_FAULT: %s (e.g. drop=0.1,dup=0.05,reorder=0.05,seed=7)", why.c_str());
-  c.boot_fd = static_cast<int>(integer("CLUMP_BOOT_FD"));
-  c.rank = static_cast<int>(integer("CLUMP_RANK"));
-  c.size = static_cast<int>(integer("CLUMP_SIZE"));
+  c.boot_fd = static_cast<int>(integer("CLUMP_BOOT_FD", -1, INT32_MAX));
+  c.rank = static_cast<int>(integer("CLUMP_RANK", 0, (1 << 24) - 1));
+  c.size = static_cast<int>(integer("CLUMP_SIZE", 1, 1 << 24));
   c.job_id = raw("CLUMP_JOB_ID");
   warn_unknown();
   return c;
@@ -260,10 +258,12 @@ std::span<const setting_def> all_settings() { return registry; }
 std::string setting_value(const setting_def& def) { return raw(def.name); }
 
 bool parse_size(const std::string& text, size_t& out) {
-  if (text.empty()) return false;
+  // Digits first: strtoull would take "-1" as 2^64 - 1, and " 5" or "+5" as 5.
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return false;
   char* end = nullptr;
+  errno = 0;
   unsigned long long x = std::strtoull(text.c_str(), &end, 10);
-  if (end == text.c_str()) return false;
+  if (end == text.c_str() || errno == ERANGE) return false;
   std::string suffix(end);
   std::transform(suffix.begin(), suffix.end(), suffix.begin(), [](unsigned char ch) { return std::tolower(ch); });
   unsigned shift = 0;
@@ -304,15 +304,20 @@ bool parse_fault_plan(const std::string& text, config::fault_plan& out, std::str
       continue;
     }
     if (key == "seed" || key == "delay_us") {
+      errno = 0;
       unsigned long long v = std::strtoull(value.c_str(), &end, 0);
-      if (value.empty() || *end) {
+      if (value.empty() || !std::isdigit(static_cast<unsigned char>(value[0])) || *end || errno == ERANGE) {
         why = key + "=" + value + " is not a whole number";
+        return false;
+      }
+      if (key == "delay_us" && v > 10'000'000) {
+        why = "delay_us=" + value + " is more than 10 s (10000000)";
         return false;
       }
       if (key == "seed")
         out.seed = v;
       else
-        out.delay_us = static_cast<uint32_t>(std::min<unsigned long long>(v, 10000000));
+        out.delay_us = static_cast<uint32_t>(v);
       continue;
     }
     double p = std::strtod(value.c_str(), &end);

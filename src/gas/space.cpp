@@ -262,6 +262,10 @@ space::space(runtime& rt, size_t segment_bytes) : impl_(std::make_unique<impl>(r
   m.rank = rt.rank();
   m.size = rt.size();
   size_t bytes = std::max(segment_bytes, core::settings().gas_segment);
+  if (bytes > core::settings().shm_region_size)
+    throw error(status::bad_arg, "creating the gas space",
+                std::to_string(bytes) + " bytes a process is more than its whole shared region "
+                "(CLUMP_SHM_REGION_SIZE=" + std::to_string(core::settings().shm_region_size >> 20) + " MiB)");
   bytes = std::max<size_t>(align_up(bytes, line), control_bytes + line);
   m.seg = m.ep.allocate_segment(bytes);
   m.seg_len = m.seg.size();
@@ -386,6 +390,9 @@ uint64_t alloc_bytes(size_t bytes, size_t align) {
   space::impl& m = space::current().internals();
   align = std::max<size_t>(align, 8);
   bytes = std::max<size_t>(bytes, 1);
+  if (bytes > m.seg_len)  // before any sum with it can wrap
+    throw error(status::resource, "gas::alloc",
+                std::to_string(bytes) + " bytes are more than the whole segment (" + std::to_string(m.seg_len) + ")");
   // First fit among freed blocks, else below the lowest block.
   for (auto it = m.own_free.begin(); it != m.own_free.end(); ++it) {
     const uint64_t at = align_up(it->first, align);
@@ -407,6 +414,11 @@ uint64_t alloc_bytes(size_t bytes, size_t align) {
   m.own_floor = at;
   m.own_blocks[at] = bytes;
   return at;
+}
+
+void too_many(const char* what, size_t n, size_t size) {
+  throw error(status::bad_arg, what,
+              std::to_string(n) + " elements of " + std::to_string(size) + " bytes are more bytes than a size holds");
 }
 
 void free_bytes(int rank, uint64_t offset) {

@@ -6,7 +6,7 @@
 // then the fragment's payload bytes. An ack datagram carries only the header.
 //
 //   datagram_header  64 bytes   who, which job, channel, sequence, acks
-//   message_header   64 bytes   data only: the AM message (same for every fragment)
+//   message_header   72 bytes   data only: the AM message (same for every fragment)
 //   args             4 x nargs  data only
 //   payload          the rest   data only: bytes [frag_offset, frag_offset + n) of the payload
 //
@@ -100,17 +100,17 @@ struct message_header {
   uint8_t dst_slot;    // receiving endpoint
   uint8_t reserved[3];
   uint32_t msg_id;     // sequence number of the message's first fragment (reassembly key)
-  uint32_t reserved2;
-  uint32_t dst_state;  // the receiver's endpoint state the sender means (generation << 1 | 1); 0: any
-  uint32_t src_state;  // the sending endpoint's state (replies name it back)
+  uint32_t length;     // payload bytes of the whole message
+  uint64_t dst_gen;    // the generation of the receiving endpoint the sender means (endpoint_name::generation)
+  uint64_t src_gen;    // the sending endpoint's generation (replies and returns go back to it)
   uint64_t tag;        // the tag the message is sent with
   uint64_t src_tag;    // the sending endpoint's own tag (a reply is sent with it)
-  uint32_t length;     // payload bytes of the whole message
   uint32_t frag_offset;
+  uint32_t reserved2;
   uint64_t offset;     // long: destination segment offset; get: source offset; returned: original offset
   uint64_t aux;        // get: destination offset at the requester; returned: reason | op << 8
 };
-static_assert(sizeof(message_header) == 64);
+static_assert(sizeof(message_header) == 72);
 
 inline constexpr unsigned max_args = 20;
 /// Bytes of headers before the arguments of a data datagram.

@@ -1,14 +1,23 @@
 #pragma once
 // The shared-memory packet: one 64-byte cache line, plus a second line for
-// messages with more than 8 argument words or with internal extra fields.
+// messages with more than 8 argument words or with offsets (long messages,
+// gets, returned messages), plus a third for more than 18 words.
 //
 // Invariants (see queue.hpp for who writes what and when):
-// - `seq` is the first word of every line and is written last, with release,
-//   by the sender of the first line; it holds (absolute slot index + 1) as a
+// - `seq` is the first word of every line. The first line's is written last,
+//   with release, by the sender; it holds (absolute slot index + 1) as a
 //   32-bit number. The receiver reads it with acquire and compares it with the
-//   value it expects at its head; a stale value is always that of the previous
-//   lap, so it can never match.
+//   value it expects at its head; a stale value is always that of an earlier
+//   lap, so it can never match. Every further line's `seq` holds its own
+//   index + 1 too (written before the first line's release), so the receiver
+//   can tell that the lines a packet says it has are really its own.
 // - Offsets, never pointers: a packet is read in another address space.
+// - Nothing here is trusted: another process wrote it. The receiver checks
+//   every field (kind, counts, lengths, offsets, flags, line seqs) before it
+//   uses it (dispatch.cpp, validate()).
+// - The payload ring's use is not in the packet: sender and receiver both
+//   compute it from the ring position and the payload length (ring_span),
+//   so a corrupt packet cannot make the receiver read outside the ring.
 
 #include <atomic>
 #include <cstddef>
@@ -31,22 +40,44 @@ enum class packet_kind : uint8_t {
   long_reply,
   long_piece_reply,
   returned,          // a message that could not be delivered, coming back to its sender
+  cancelled,         // claimed for an endpoint that was freed meanwhile: skipped (the sender returned it itself)
 };
 
 inline constexpr bool is_request(packet_kind k) noexcept {
   return k == packet_kind::short_request || k == packet_kind::medium_request || k == packet_kind::long_request ||
          k == packet_kind::long_piece || k == packet_kind::get_request;
 }
+inline constexpr bool is_long(packet_kind k) noexcept {
+  return k == packet_kind::long_request || k == packet_kind::long_reply || k == packet_kind::long_piece ||
+         k == packet_kind::long_piece_reply;
+}
+/// Kinds whose offsets ride in the second line.
+inline constexpr bool has_offsets(packet_kind k) noexcept {
+  return is_long(k) || k == packet_kind::get_request || k == packet_kind::returned;
+}
 
 /// Flag bits.
-inline constexpr uint8_t flag_two_lines = 1;  // a packet_tail line follows
-inline constexpr uint8_t flag_ring = 2;       // payload is in the ring; `offset` holds the ring lines used
-inline constexpr uint8_t flag_staged = 4;     // long payload travelled through the ring (private segment)
+inline constexpr uint8_t flag_two_lines = 1;    // a packet_tail line follows
+inline constexpr uint8_t flag_ring = 2;         // payload is in the ring (medium; staged long pieces)
+inline constexpr uint8_t flag_staged = 4;       // long payload travelled through the ring (private segment)
+inline constexpr uint8_t flag_three_lines = 8;  // a packet_extra line follows the tail
+inline constexpr uint8_t known_flags = flag_two_lines | flag_ring | flag_staged | flag_three_lines;
 
 inline constexpr unsigned args_in_first_line = 8;
-inline constexpr unsigned args_in_second_line = 12;
+inline constexpr unsigned args_in_second_line = 10;
+inline constexpr unsigned args_in_third_line = 14;
 /// Argument words one message can carry (AM-2 asks for at least 16).
-inline constexpr unsigned max_args = args_in_first_line + args_in_second_line;
+inline constexpr unsigned max_args = 20;
+static_assert(max_args <= args_in_first_line + args_in_second_line + args_in_third_line);
+
+/// The lines a packet of `kind` with `nargs` words takes, and its line flags.
+inline constexpr uint8_t line_flags(packet_kind kind, unsigned nargs) noexcept {
+  if (nargs > args_in_first_line + args_in_second_line) return flag_two_lines | flag_three_lines;
+  return nargs > args_in_first_line || has_offsets(kind) ? flag_two_lines : 0;
+}
+inline constexpr uint32_t lines_of(uint8_t flags) noexcept {
+  return 1u + ((flags & flag_two_lines) ? 1u : 0u) + ((flags & flag_three_lines) ? 1u : 0u);
+}
 
 struct alignas(cache_line) packet {
   std::atomic<uint32_t> seq;  // publication word, see above
@@ -55,20 +86,30 @@ struct alignas(cache_line) packet {
   uint8_t nargs;              // argument words in this message
   uint8_t flags;
   uint32_t source;            // sending endpoint: rank << 8 | slot
-  uint32_t length;            // payload bytes (medium, long)
+  uint32_t length;            // payload bytes (medium, long, get)
+  uint32_t dst_gen;           // low 32 bits of the destination endpoint's generation
+  uint32_t src_gen;           // low 32 bits of the sending endpoint's generation (replies go back to it)
   uint64_t tag;               // the destination tag the message was sent with
-  uint64_t offset;            // long: destination segment offset; medium and staged: ring lines consumed
   uint32_t args[args_in_first_line];
 };
 static_assert(sizeof(packet) == cache_line);
 
-/// The second line of a two-line packet.
+/// The second line of a packet.
 struct alignas(cache_line) packet_tail {
-  std::atomic<uint32_t> seq;  // written (relaxed) so that a stale value never matches a later lap
+  std::atomic<uint32_t> seq;  // its own index + 1 (see above)
   uint32_t piece;             // staged long: payload bytes in this packet's ring piece
-  uint64_t aux;               // staged long: segment offset; get: destination offset; returned: reason
+  uint64_t offset;            // long: destination segment offset; get: source offset; returned: the original's
+  uint64_t aux;               // get: destination offset at the requester; returned: reason | op << 8
   uint32_t args[args_in_second_line];
 };
 static_assert(sizeof(packet_tail) == cache_line);
+
+/// The third line: argument words 19 and on.
+struct alignas(cache_line) packet_extra {
+  std::atomic<uint32_t> seq;  // its own index + 1
+  uint32_t reserved;
+  uint32_t args[args_in_third_line];
+};
+static_assert(sizeof(packet_extra) == cache_line);
 
 }  // namespace clump::shm

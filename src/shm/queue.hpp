@@ -71,9 +71,13 @@ struct queue_ref {
   std::byte* ring = nullptr;         // `ring_lines` * 64 payload bytes
   std::byte* region_base = nullptr;  // the receiver's region, as mapped here
   const std::atomic<uint32_t>* wake_offset = nullptr;  // where in it the receiver's wake word is
+  uint32_t wake_base = 0;            // the region's wake words: wake_area bytes from here
   uint32_t depth = 0;                // power of two
   uint32_t ring_lines = 0;           // power of two
 };
+
+/// Bytes of a region's wake words (64 of them, a cache line each).
+inline constexpr uint32_t wake_area = 64 * 64;
 
 /// A sender's cached copy of a queue's head. Several threads of one process
 /// may share it; acquire/release keep the chain of happens-before from the
@@ -94,10 +98,30 @@ inline constexpr uint32_t lines_for_bytes(size_t bytes) noexcept {
   return static_cast<uint32_t>((bytes + cache_line - 1) / cache_line);
 }
 
+/// Where a payload of `payload_lines` lines goes in a ring of `ring_lines`
+/// lines when the claims (or, at the receiver, the consumption) stand at ring
+/// index `at`: contiguous, so when it would run past the ring's end it starts
+/// at the beginning and the lines up to the end are skipped. Sender and
+/// receiver both compute it, so no packet says it (and no corrupt packet can
+/// move the receiver's reads outside the ring).
+struct ring_span {
+  uint32_t start;  // absolute ring index of the payload's first line
+  uint32_t used;   // ring lines consumed, the skip included
+};
+inline constexpr ring_span place_payload(uint32_t at, uint32_t payload_lines, uint32_t ring_lines) noexcept {
+  if (payload_lines == 0) return {at, 0};
+  const uint32_t pos = at & (ring_lines - 1);
+  const uint32_t skip = pos + payload_lines > ring_lines ? ring_lines - pos : 0;
+  return {at + skip, skip + payload_lines};
+}
+
 /// The receiving bundle's wake word. Read afresh on each claim (relaxed: the
-/// offset only changes when the endpoint moves to another bundle).
+/// offset only changes when the endpoint moves to another bundle). The offset
+/// is another process's word: it is kept inside the wake words whatever it
+/// holds, so that a corrupt one cannot send our atomic add elsewhere.
 inline std::atomic<uint32_t>& wake_word(const queue_ref& q) noexcept {
-  return *reinterpret_cast<std::atomic<uint32_t>*>(q.region_base + q.wake_offset->load(std::memory_order_relaxed));
+  const uint32_t off = (q.wake_offset->load(std::memory_order_relaxed) - q.wake_base) & (wake_area - 4);
+  return *reinterpret_cast<std::atomic<uint32_t>*>(q.region_base + q.wake_base + off);
 }
 
 // send-stage: claim (bench/send-breakdown's stages of a send; comments only)
@@ -113,12 +137,8 @@ inline bool try_claim(const queue_ref& q, head_cache& cache, uint32_t lines, siz
   // send-stage: room
   for (;;) {
     const uint32_t tl = line_index(t), tr = ring_index(t);
-    uint32_t skip = 0;
-    if (payload_lines) {
-      uint32_t pos = tr & (q.ring_lines - 1);
-      if (pos + payload_lines > q.ring_lines) skip = q.ring_lines - pos;  // keep the payload contiguous
-    }
-    const uint32_t ring_used = skip + payload_lines;
+    const ring_span span = place_payload(tr, payload_lines, q.ring_lines);
+    const uint32_t ring_used = span.used;
     auto fits = [&](uint64_t h) {
       return static_cast<uint32_t>(tl + lines - line_index(h)) <= q.depth &&
              static_cast<uint32_t>(tr + ring_used - ring_index(h)) <= q.ring_lines;
@@ -137,7 +157,7 @@ inline bool try_claim(const queue_ref& q, head_cache& cache, uint32_t lines, siz
                                               std::memory_order_relaxed)) {
       CLUMP_TSAN_ACQUIRE(q.control);
       out.line = tl;
-      out.ring_line = tr + skip;
+      out.ring_line = span.start;
       out.ring_used = ring_used;
       // send-stage: publish (the wake check)
       // seq_cst: the other half of the handshake; non-zero low bits count sleepers.
@@ -153,6 +173,10 @@ inline packet& line_at(const queue_ref& q, uint32_t index) noexcept { return q.l
 
 inline packet_tail& tail_at(const queue_ref& q, uint32_t index) noexcept {
   return reinterpret_cast<packet_tail&>(q.lines[index & (q.depth - 1)]);
+}
+
+inline packet_extra& extra_at(const queue_ref& q, uint32_t index) noexcept {
+  return reinterpret_cast<packet_extra&>(q.lines[index & (q.depth - 1)]);
 }
 
 inline std::byte* ring_at(const queue_ref& q, uint32_t ring_line) noexcept {

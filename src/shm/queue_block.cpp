@@ -1,13 +1,17 @@
 #include "shm/queue_block.hpp"
 
-#include <new>
 
 namespace clump::shm {
 
-void init_queue_block(std::byte* block, uint32_t depth, size_t ring_bytes, uint32_t generation) noexcept {
-  auto* h = new (block) queue_block_header{};
+void init_queue_block(std::byte* block, uint32_t depth, size_t ring_bytes, uint64_t generation) noexcept {
+  // Field by field, never constructed over: other threads of this process
+  // (the network's service thread) and other processes may be reading the
+  // atomics of a slot that is being reused (a fresh region is zero, a valid
+  // value for each of them, as for every header a peer maps).
+  auto* h = reinterpret_cast<queue_block_header*>(block);
   h->depth = depth;
   h->ring_bytes = static_cast<uint32_t>(ring_bytes);
+  // Relaxed: the release of `state` below publishes these.
   h->tag.store(0, std::memory_order_relaxed);
   h->segment_offset.store(0, std::memory_order_relaxed);
   h->segment_length.store(0, std::memory_order_relaxed);
@@ -28,11 +32,11 @@ void init_queue_block(std::byte* block, uint32_t depth, size_t ring_bytes, uint3
   h->magic = queue_block_magic;
   h->version = queue_block_version;
   // Release: a process that sees the endpoint alive sees it initialised.
-  h->state.store((generation << 1) | 1u, std::memory_order_release);
+  h->state.store(alive_state(generation), std::memory_order_release);
 }
 
-queue_block_view view_queue_block(std::byte* block, std::byte* region_base, uint32_t depth,
-                                  size_t ring_bytes) noexcept {
+queue_block_view view_queue_block(std::byte* block, std::byte* region_base, uint32_t depth, size_t ring_bytes,
+                                  uint32_t wake_base) noexcept {
   queue_block_view view;
   view.header = reinterpret_cast<queue_block_header*>(block);
   std::byte* q = block + 2 * cache_line;
@@ -44,6 +48,7 @@ queue_block_view view_queue_block(std::byte* block, std::byte* region_base, uint
     r->ring_lines = static_cast<uint32_t>(ring_bytes / cache_line);
     r->region_base = region_base;
     r->wake_offset = &view.header->wake_offset;
+    r->wake_base = wake_base;
     q += queue_bytes(depth, ring_bytes);
   }
   return view;

@@ -12,6 +12,7 @@
 
 #include <clump/status.hpp>
 
+#include "shm/queue.hpp"
 #include "shm/queue_block.hpp"
 
 namespace clump::shm {
@@ -74,6 +75,7 @@ region::region(uint32_t depth, size_t ring_bytes, uint32_t max_endpoints, size_t
   h->queue_block_stride = stride;
   h->heap_base = heap_base;
   for (uint32_t i = 0; i < max_wake_words; ++i) new (base_ + wake_base + i * 64) std::atomic<uint32_t>(0);
+  static_assert(max_wake_words * 64 == wake_area);
   slot_generation_.assign(max_endpoints, 0);
   slot_used_.assign(max_endpoints, false);
   wake_used_.assign(max_wake_words, false);
@@ -103,13 +105,13 @@ void region::commit(uint64_t offset, size_t bytes, const char* what) {
   }
 }
 
-uint32_t region::take_endpoint_slot(uint32_t& generation) {
+uint32_t region::take_endpoint_slot(uint64_t& generation) {
   std::lock_guard lock(mutex_);
   for (uint32_t s = 0; s < max_endpoints_; ++s) {
     if (slot_used_[s]) continue;
     commit(queue_block_offset(s), queue_block_bytes(depth_, ring_bytes_), "an endpoint's queue block");
     slot_used_[s] = true;
-    generation = ++slot_generation_[s] & 0x7fffffffu;
+    generation = ++slot_generation_[s];
     return s;
   }
   throw error(status::resource, "allocate endpoint",
@@ -119,10 +121,12 @@ uint32_t region::take_endpoint_slot(uint32_t& generation) {
 
 void region::give_endpoint_slot(uint32_t slot) noexcept {
   std::lock_guard lock(mutex_);
-  auto* h = reinterpret_cast<queue_block_header*>(queue_block(slot));
-  // Release: pairs with the acquire in view_queue_block.
-  h->state.store(slot_generation_[slot] << 1, std::memory_order_release);
   slot_used_[slot] = false;
+}
+
+void region::set_next_generation(uint32_t slot, uint64_t next) noexcept {
+  std::lock_guard lock(mutex_);
+  if (slot < slot_generation_.size()) slot_generation_[slot] = next - 1;
 }
 
 uint32_t region::take_wake_word() {
@@ -143,6 +147,12 @@ void region::give_wake_word(uint32_t offset) noexcept {
 
 uint64_t region::allocate(size_t bytes) {
   std::lock_guard lock(mutex_);
+  // Checked before any arithmetic on it: a size near 2^64 would wrap the
+  // round-up to a few bytes, "succeed", and leave every bounds check open.
+  if (bytes > size_ - header().heap_base)
+    throw error(status::bad_arg, "allocate segment",
+                std::to_string(bytes) + " bytes can never fit in this process's shared region (" +
+                    std::to_string(size_ >> 20) + " MiB in all); raise CLUMP_SHM_REGION_SIZE or ask for less");
   const uint64_t need = round_up(bytes ? bytes : 1, page);
   for (size_t i = 0; i < free_.size(); ++i) {
     if (free_[i].bytes < need) continue;
@@ -153,7 +163,7 @@ uint64_t region::allocate(size_t bytes) {
     return off;
   }
   uint64_t off = round_up(heap_top_, need >= heap_alignment ? heap_alignment : page);
-  if (off + need > size_)
+  if (off > size_ || need > size_ - off)
     throw error(status::resource, "allocate segment",
                 std::to_string(bytes) + " bytes do not fit in this process's shared region (" +
                     std::to_string(size_ >> 20) + " MiB in all); raise CLUMP_SHM_REGION_SIZE");
@@ -167,6 +177,11 @@ void region::deallocate(uint64_t offset, size_t bytes) noexcept {
   // Give the pages back to the kernel; the range stays mapped and reads as zero.
   ::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset), static_cast<off_t>(need));
   free_.push_back({offset, need});
+}
+
+void region::retire(uint64_t offset, size_t bytes) noexcept {
+  const uint64_t need = round_up(bytes ? bytes : 1, page);
+  ::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset), static_cast<off_t>(need));
 }
 
 bool region::contains(const void* p, size_t n, uint64_t& offset) const noexcept {
@@ -188,10 +203,17 @@ void peer_regions::attach(int rank, int fd, const region* own) {
     sizes_.resize(r + 1, 0);
     owned_.resize(r + 1, false);
   }
+  if (geometry_.size() <= r) geometry_.resize(r + 1);
+  auto read_geometry = [](const region_header& h) {
+    return region_geometry{h.size,         h.max_endpoints,        h.depth,     h.ring_bytes,
+                           static_cast<uint32_t>(h.wake_base), h.queue_block_base, h.queue_block_stride,
+                           h.heap_base, h.pid};
+  };
   if (own && own->header().rank == rank) {
     if (fd >= 0) ::close(fd);
     bases_[r] = own->base();
     sizes_[r] = own->size();
+    geometry_[r] = read_geometry(own->header());
     return;
   }
   struct stat st {};
@@ -215,9 +237,29 @@ void peer_regions::attach(int rank, int fd, const region* own) {
                     std::to_string(region_version) + "); rebuild every program of the job against one clump",
                 rank);
   }
+  // The layout another process says its region has: checked here, once, so
+  // that nothing derived from it can reach outside the mapping.
+  const region_geometry g = read_geometry(*h);
+  auto pow2 = [](uint64_t v) { return v && (v & (v - 1)) == 0; };
+  const uint64_t block = queue_block_bytes(g.depth, g.ring_bytes);
+  const bool ok = g.size == size && g.max_endpoints >= 1 && g.max_endpoints <= 255 && pow2(g.depth) &&
+                  g.depth >= 16 && g.depth <= (1u << 20) && pow2(g.ring_bytes) && g.ring_bytes >= 2 * cache_line &&
+                  g.ring_bytes <= (1u << 30) && g.wake_base >= sizeof(region_header) &&
+                  g.wake_base % cache_line == 0 && g.wake_base + wake_area <= g.queue_block_base &&
+                  g.queue_block_stride >= block && g.queue_block_base % cache_line == 0 &&
+                  g.queue_block_stride % cache_line == 0 && g.queue_block_stride < size &&
+                  g.queue_block_base + g.queue_block_stride * g.max_endpoints <= g.heap_base && g.heap_base <= size;
+  if (!ok) {
+    ::munmap(p, size);
+    throw error(status::resource, "attach shared region",
+                "the peer's region header describes a layout that does not fit its region (corrupt, or not "
+                "clump's); refusing it",
+                rank);
+  }
   bases_[r] = static_cast<std::byte*>(p);
   sizes_[r] = size;
   owned_[r] = true;
+  geometry_[r] = g;
 }
 
 }  // namespace clump::shm

@@ -23,7 +23,7 @@
 namespace clump::shm {
 
 inline constexpr uint32_t region_magic = 0x434c4d50u;  // "CLMP"
-inline constexpr uint32_t region_version = 1;
+inline constexpr uint32_t region_version = 2;
 inline constexpr uint32_t max_wake_words = 64;
 
 struct region_header {
@@ -39,6 +39,27 @@ struct region_header {
   uint64_t queue_block_base;
   uint64_t queue_block_stride;
   uint64_t heap_base;
+  /// Threads of this process copying straight into another endpoint's shared
+  /// segment right now (between reading where the segment is and the end of
+  /// the copy). An owner that replaces or frees a segment waits until every
+  /// process of the node shows 0 after it has published the change, so that
+  /// no byte lands in memory it has released (see endpoint.cpp).
+  alignas(64) std::atomic<uint32_t> copying;
+};
+
+/// A region's layout as its header states it, checked once when the region
+/// is mapped (a peer's header is another process's memory: it is read once,
+/// checked, and the copy is what this process uses).
+struct region_geometry {
+  uint64_t size = 0;
+  uint32_t max_endpoints = 0;
+  uint32_t depth = 0;
+  uint64_t ring_bytes = 0;
+  uint32_t wake_base = 0;
+  uint64_t queue_block_base = 0;
+  uint64_t queue_block_stride = 0;
+  uint64_t heap_base = 0;
+  int32_t pid = 0;
 };
 
 /// This process's own region.
@@ -64,10 +85,13 @@ class region {
   std::byte* queue_block(uint32_t slot) const noexcept { return base_ + queue_block_offset(slot); }
 
   /// Takes a free endpoint slot and commits its queue block's memory; returns
-  /// the slot and the generation to stamp it with. Throws when none is free
-  /// or memory cannot be committed.
-  uint32_t take_endpoint_slot(uint32_t& generation);
+  /// the slot and the generation to stamp it with (64 bits, never repeated
+  /// in a slot). Throws when none is free or memory cannot be committed.
+  uint32_t take_endpoint_slot(uint64_t& generation);
+  /// The slot is free again (its endpoint has marked itself dead and drained its queues).
   void give_endpoint_slot(uint32_t slot) noexcept;
+  /// Tests only: the next endpoint in `slot` gets generation `next`.
+  void set_next_generation(uint32_t slot, uint64_t next) noexcept;
 
   /// Takes a wake word (one per bundle); returns its offset.
   uint32_t take_wake_word();
@@ -79,6 +103,10 @@ class region {
   /// Allocates `bytes` of segment memory (page aligned); returns its offset.
   uint64_t allocate(size_t bytes);
   void deallocate(uint64_t offset, size_t bytes) noexcept;
+  /// Gives the memory back to the kernel but never hands the range out again
+  /// (a segment that some process may still be writing into).
+  void retire(uint64_t offset, size_t bytes) noexcept;
+  std::atomic<uint32_t>& copying() const noexcept { return reinterpret_cast<region_header*>(base_)->copying; }
   /// When [p, p+n) lies inside this region, sets `offset` and returns true.
   bool contains(const void* p, size_t n, uint64_t& offset) const noexcept;
 
@@ -92,7 +120,7 @@ class region {
   size_t ring_bytes_;
   uint32_t max_endpoints_;
   std::mutex mutex_;  // guards the allocation state below (setup path only)
-  std::vector<uint32_t> slot_generation_;
+  std::vector<uint64_t> slot_generation_;
   std::vector<bool> slot_used_;
   std::vector<bool> wake_used_;
   uint64_t heap_top_ = 0;
@@ -117,9 +145,12 @@ class peer_regions {
   std::byte* base(int rank) const noexcept {
     return static_cast<size_t>(rank) < bases_.size() ? bases_[static_cast<size_t>(rank)] : nullptr;
   }
+  /// The checked layout of `rank`'s region (valid where base(rank) is not null).
+  const region_geometry& geometry(int rank) const noexcept { return geometry_[static_cast<size_t>(rank)]; }
   size_t count() const noexcept { return bases_.size(); }
 
  private:
+  std::vector<region_geometry> geometry_;
   std::vector<std::byte*> bases_;
   std::vector<size_t> sizes_;
   std::vector<bool> owned_;

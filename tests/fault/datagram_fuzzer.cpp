@@ -419,7 +419,7 @@ constexpr field fields[] = {
     DATAGRAM_AT(ack, 0), DATAGRAM_AT(ack, 1), DATAGRAM_AT(delay_us, 0), DATAGRAM_AT(delay_us, 1), DATAGRAM(reserved), DATAGRAM_AT(held, 0),
     DATAGRAM_AT(held, 1), kind_f, MESSAGE(handler), nargs_f, MESSAGE(src_slot), MESSAGE(dst_slot),
     MESSAGE_AT(reserved, 0), MESSAGE_AT(reserved, 1), MESSAGE_AT(reserved, 2), MESSAGE(msg_id),
-    MESSAGE(reserved2), MESSAGE(dst_state), MESSAGE(src_state), MESSAGE(tag), MESSAGE(src_tag), length_f, frag_f,
+    MESSAGE(reserved2), MESSAGE(dst_gen), MESSAGE(src_gen), MESSAGE(tag), MESSAGE(src_tag), length_f, frag_f,
     MESSAGE(offset), MESSAGE(aux),
 };
 constexpr size_t width_of_all() {

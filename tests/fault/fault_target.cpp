@@ -190,7 +190,7 @@ int main(int argc, char** argv) {
     const clump::network_stats before = clump::network_statistics();
     const clump::endpoint_stats ep_before = ep.stats();
     std::printf("fault_target: listening at %s job %016llx rank 0 of 2 slot %u\n", address.c_str(),
-                static_cast<unsigned long long>(ep.name().job), ep.name().id & 0xffu);
+                static_cast<unsigned long long>(ep.name().job), ep.name().slot);
     std::fflush(stdout);
     const std::string go = dir + "/go";
     if (!wait_for(rt, [&] { return exists(go); }, 60s)) {

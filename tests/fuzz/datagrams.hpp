@@ -99,8 +99,8 @@ inline std::vector<example> valid_examples(const addressing& a, uint8_t dst_slot
     m.src_slot = 0;
     m.dst_slot = dst_slot;
     m.msg_id = a.seq;
-    m.dst_state = 0;  // any state of the destination endpoint
-    m.src_state = 3;  // generation 1, in use
+    m.dst_gen = 1;  // the first endpoint of its slot (the runtime's)
+    m.src_gen = 1;
     m.tag = tag;
     m.src_tag = tag ^ 0x5555;
     m.length = length;

@@ -58,9 +58,9 @@ uint64_t u64(const uint8_t* b, size_t at) {
 constexpr size_t at_magic = 0, at_version = 4, at_type = 5, at_channel = 6, at_flags = 7, at_job = 8,
                  at_src = 16, at_dst = 20, at_reserved = 44;
 constexpr size_t dh = 64;  // datagram header bytes
-constexpr size_t at_kind = dh + 0, at_nargs = dh + 2, at_length = dh + 40, at_frag = dh + 44;
-constexpr size_t at_m_reserved = dh + 5, at_m_reserved2 = dh + 12;
-constexpr size_t data_headers = dh + 64;
+constexpr size_t at_kind = dh + 0, at_nargs = dh + 2, at_length = dh + 12, at_frag = dh + 48;
+constexpr size_t at_m_reserved = dh + 5, at_m_reserved2 = dh + 52;
+constexpr size_t data_headers = dh + 72;
 static_assert(offsetof(datagram_header, version) == at_version && offsetof(datagram_header, type) == at_type &&
               offsetof(datagram_header, channel) == at_channel && offsetof(datagram_header, flags) == at_flags &&
               offsetof(datagram_header, job) == at_job && offsetof(datagram_header, src_rank) == at_src &&

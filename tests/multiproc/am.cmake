@@ -62,6 +62,7 @@ set_tests_properties(netns_am_killed_rank_across_three_hosts_through_agents PROP
 # quiet peers are not dead, tags guard every byte, waits end when a peer dies.
 add_executable(trust ${CMAKE_CURRENT_LIST_DIR}/trust.cpp)
 target_link_libraries(trust PRIVATE clump)
+target_include_directories(trust PRIVATE ${PROJECT_SOURCE_DIR}/src)  # the garbage scenario writes into queues itself
 
 add_executable(trust_test ${CMAKE_CURRENT_LIST_DIR}/trust_test.cpp)
 target_link_libraries(trust_test PRIVATE GTest::gtest_main)

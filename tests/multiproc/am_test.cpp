@@ -164,6 +164,27 @@ TEST(examples, gas_examples_run_on_one_node_on_two_nodes_and_over_the_network) {
   }
 }
 
+// Setup that fails (a gas segment of 1 byte, an address that is not this
+// host's, a region too small) is said, with the fix, and the job ends with
+// exit code 1: never an uncaught exception's abort (134).
+TEST(examples, setup_errors_are_printed_and_end_the_job_with_code_1) {
+  struct bad {
+    const char* setting;
+    const char* says;
+  };
+  const bad all[] = {{"CLUMP_GAS_SEGMENT=1", "do not fit in the segment"},
+                     {"CLUMP_NET_ADDRESS=10.1.2.3", "set CLUMP_NET_ADDRESS to an address of this host"},
+                     {"CLUMP_SHM_REGION_SIZE=16M", "CLUMP_SEGMENT_SIZE=64M is out of range"}};
+  for (const bad& b : all) {
+    std::vector<std::string> argv{CLUMPRUN, "-n", "2", "-N", "2", "--timeout", "60",
+                                  std::string(EXAMPLES_DIR) + "/04_gas_remote_rw"};
+    auto r = run_cmd(argv, 90s, {b.setting});
+    EXPECT_EQ(r.exit_code, 1) << b.setting << "\n" << r.output;
+    EXPECT_NE(r.output.find(b.says), std::string::npos) << b.setting << "\n" << r.output;
+    EXPECT_EQ(r.output.find("signal"), std::string::npos) << b.setting << "\n" << r.output;
+  }
+}
+
 TEST(examples, a_program_started_alone_is_a_job_of_one) {
   auto r = run_cmd({std::string(EXAMPLES_DIR) + "/00_hello"}, 60s);
   EXPECT_JOB_OK(r);

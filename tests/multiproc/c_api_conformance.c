@@ -585,7 +585,7 @@ static void test_bad_arguments(void) {
   eb_t b;
   CHECK_RC(AM_AllocateBundle(7, &b), AM_ERR_BAD_ARG);
   CHECK_RC(AM_AllocateBundle(AM_SEQ, NULL), AM_ERR_BAD_ARG);
-  CHECK_RC(AM_Map(ep, -1, (en_t){0, 0, 0}, 5), AM_ERR_BAD_ARG);
+  CHECK_RC(AM_Map(ep, -1, (en_t){0, 0, 0, 0}, 5), AM_ERR_BAD_ARG);
   CHECK_RC(AM_SetNumTranslations(ep, 0), AM_ERR_BAD_ARG);
   CHECK_RC(AM_SetExpectedResources(ep, 0, 1), AM_ERR_BAD_ARG);
   CHECK_RC(AM_SetExpectedResources(ep, nprocs, 16), AM_OK);

@@ -18,3 +18,21 @@ set_tests_properties(clump_info_refuses_a_bad_value PROPERTIES LABELS tools
 add_test(NAME docs_settings_md_matches_the_registry
   COMMAND sh -c "\"$0\" --settings-markdown | diff -u \"$1\" -" $<TARGET_FILE:clump-info> ${PROJECT_SOURCE_DIR}/docs/settings.md)
 set_tests_properties(docs_settings_md_matches_the_registry PROPERTIES LABELS tools)
+# Sizes and integers out of range are refused (exit 1, the setting named),
+# never wrapped or cut to fit: -1 is not 2^64 - 1, 2^32 is not 0.
+foreach(bad "CLUMP_SEGMENT_SIZE=-1|CLUMP_SEGMENT_SIZE=-1 is not a size"
+            "CLUMP_GAS_SEGMENT=-4096|CLUMP_GAS_SEGMENT=-4096 is not a size"
+            "CLUMP_SEGMENT_SIZE=100T|CLUMP_SEGMENT_SIZE=100T is out of range"
+            "CLUMP_POLL_BATCH=4294967296|CLUMP_POLL_BATCH=4294967296 is out of range"
+            "CLUMP_SHM_QUEUE_DEPTH=99999999999999999999|CLUMP_SHM_QUEUE_DEPTH=99999999999999999999 is out of range"
+            "CLUMP_NET_WINDOW=-1|CLUMP_NET_WINDOW=-1 is out of range"
+            "CLUMP_NET_TIMEOUT_MS=5|CLUMP_NET_TIMEOUT_MS=5 must be 0 \\(never\\) or between 100"
+            "CLUMP_NET_FAULT=delay_us=-1|delay_us=-1 is not a whole number")
+  string(REPLACE "|" ";" parts "${bad}")
+  list(GET parts 0 setting)
+  list(GET parts 1 message)
+  string(MAKE_C_IDENTIFIER "${setting}" id)
+  add_test(NAME clump_info_refuses_${id}
+    COMMAND sh -c "out=$(env \"$0\" \"$1\" --limits 2>&1); code=$?; echo \"$out\"; test $code -eq 1 && echo \"$out\" | grep -Eq \"$2\""
+            ${setting} $<TARGET_FILE:clump-info> ${message})
+endforeach()

@@ -6,6 +6,12 @@
 
 #include <clump/clump.hpp>
 
+#include "am/endpoint_impl.hpp"  // the garbage scenario claims lines in a peer's queue itself
+#include "am/process.hpp"
+#include "net/udp.hpp"
+#include "shm/queue.hpp"
+#include "shm/wake.hpp"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -13,6 +19,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -76,6 +84,396 @@ int scenario_quiet(clump::runtime& rt, double quiet, int count) {
   return failures;
 }
 
+// ---- tags and identity guard every byte ---------------------------------------
+
+constexpr size_t payload_sizes[] = {0, 1, 8192, 65536, 300000, 1u << 20};
+constexpr size_t segment_bytes = 4u << 20;
+
+std::byte canary(size_t i, uint32_t seed) { return static_cast<std::byte>((i * 131 + seed * 17 + (i >> 12)) & 0xff); }
+
+void fill(std::span<std::byte> s, uint32_t seed) {
+  for (size_t i = 0; i < s.size(); ++i) s[i] = canary(i, seed);
+}
+
+/// Index of the first byte of `s` that is not the pattern, or -1.
+long first_changed(std::span<const std::byte> s, uint32_t seed) {
+  for (size_t i = 0; i < s.size(); ++i)
+    if (s[i] != canary(i, seed)) return static_cast<long>(i);
+  return -1;
+}
+
+/// Counts what comes back to handler 0, by reason.
+struct returns {
+  int count = 0, expected_reason = 0, other = 0;
+  clump::return_reason want;
+  explicit returns(clump::return_reason w) : want(w) {}
+  void operator()(const clump::returned_message& m) {
+    ++count;
+    if (m.reason == want) ++expected_reason;
+    else {
+      ++other;
+      std::fprintf(stderr, "rank %d: came back for another reason: %s\n", my_rank, clump::to_string(m.reason));
+    }
+  }
+};
+
+/// Sends one message of every kind and size (and gets of every size) through
+/// translation `dest`, each of which must come back; returns how many went.
+int send_every_kind(clump::runtime& rt, clump::endpoint& ep, int dest, clump::request_handler<uint32_t> s,
+                    clump::payload_request_handler<uint32_t> p, clump::payload_reply_handler<uint32_t> got) {
+  std::vector<std::byte> data(payload_sizes[std::size(payload_sizes) - 1], std::byte{0x3c});
+  int sent = 0;
+  auto ok = [&](clump::status st, const char* what, size_t n) {
+    CHECK(st == clump::status::ok, "%s of %zu bytes: %s", what, n, clump::to_string(st));
+    ++sent;
+  };
+  ok(ep.request(dest, s, 1u), "short request", 0);
+  for (size_t n : payload_sizes) {
+    const std::span<const std::byte> payload(data.data(), n);
+    if (n <= clump::max_medium()) ok(ep.request(dest, p, payload, 2u), "medium request", n);
+    ok(ep.request_long(dest, p, payload, 4096, 3u), "long request", n);
+    clump::status st;
+    while ((st = ep.request_long_async(dest, p, payload, 8192, 4u)) == clump::status::in_use) rt.bundle().poll();
+    ok(st, "asynchronous long request", n);
+    ok(ep.get(dest, got, 0, 4096, n, 5u), "get", n);
+  }
+  return sent;
+}
+
+// Rank 0 sends every kind of message and size to rank 1 under a tag rank 1
+// does not take (and gets from it under that tag): each comes back with
+// bad_tag, no handler runs, and neither rank's segment changes by a byte.
+// With `private_segment`, rank 1's segment is its own memory (long payloads
+// travel in pieces through the queues).
+int scenario_wrong_tag(clump::runtime& rt, bool private_segment) {
+  clump::endpoint& ep = rt.endpoint();
+  std::vector<std::byte> own;
+  if (private_segment && rt.rank() == 1) {
+    own.resize(segment_bytes);
+    ep.set_segment(own.data(), own.size());
+  }
+  std::span<std::byte> seg = ep.segment();
+  CHECK(seg.size() >= segment_bytes, "the segment has %zu bytes (set CLUMP_SEGMENT_SIZE=8M)", seg.size());
+  if (seg.size() < segment_bytes) return failures;
+  fill(seg, 10 + static_cast<uint32_t>(rt.rank()));
+  returns back(clump::return_reason::bad_tag);
+  ep.on_returned([&](const clump::returned_message& m) { back(m); });
+  std::atomic<int> delivered{0};
+  auto s = ep.on_request([&](clump::token&, uint32_t) { delivered.fetch_add(1); });
+  auto p = ep.on_request([&](clump::token&, std::span<const std::byte>, uint32_t) { delivered.fetch_add(1); });
+  auto got = ep.on_reply([&](clump::token&, std::span<const std::byte>, uint32_t) { delivered.fetch_add(1); });
+  rt.barrier();
+  if (rt.rank() == 0) {
+    const int wrong = ep.map_any(ep.translation_name(1), ep.translation_tag(1) ^ 0x40);
+    const int sent = send_every_kind(rt, ep, wrong, s, p, got);
+    const auto deadline = steady::now() + std::chrono::seconds(30);
+    rt.bundle().wait_until([&] { return back.count >= sent || steady::now() > deadline; });
+    CHECK(back.expected_reason == sent && back.other == 0, "%d of %d came back with bad_tag, %d for another reason",
+          back.expected_reason, sent, back.other);
+    std::printf("rank 0: %d messages under a wrong tag, %d came back with bad_tag\n", sent, back.expected_reason);
+  }
+  rt.barrier();
+  CHECK(delivered.load() == 0, "%d handlers ran for messages under a wrong tag", delivered.load());
+  const long at = first_changed(seg, 10 + static_cast<uint32_t>(rt.rank()));
+  CHECK(at < 0, "rank %d's segment changed at byte %ld", rt.rank(), at);
+  rt.barrier();
+  return failures;
+}
+
+/// A second endpoint of this process, named to every rank (collective).
+struct extra_endpoint {
+  std::unique_ptr<clump::endpoint> ep;
+  std::vector<clump::endpoint_name> names;
+  extra_endpoint(clump::runtime& rt, clump::tag_t tag, uint32_t seed) {
+    ep = std::make_unique<clump::endpoint>(rt.bundle());
+    ep->set_tag(tag);
+    fill(ep->allocate_segment(segment_bytes), seed);
+    names.resize(static_cast<size_t>(rt.size()));
+    const clump::endpoint_name mine = ep->name();
+    rt.allgather(&mine, names.data(), sizeof mine);
+  }
+};
+
+// Rank 1 frees an endpoint and makes a new one, which takes the same slot
+// (with a new generation), the same tag and a segment in the same place;
+// rank 0 then sends every kind and size under the old name: each comes back
+// with bad_endpoint, and the new endpoint sees nothing of it, neither a
+// handler call nor a byte in its segment.
+int scenario_freed(clump::runtime& rt) {
+  constexpr clump::tag_t tag = 0x7a6b5c4d3e2f1001ull;
+  extra_endpoint x(rt, tag, 20);
+  const clump::endpoint_name old_name = x.names[1];
+  clump::endpoint& ep = rt.endpoint();
+  returns back(clump::return_reason::bad_endpoint);
+  ep.on_returned([&](const clump::returned_message& m) { back(m); });
+  auto s = ep.on_request([&](clump::token&, uint32_t) {});
+  auto p = ep.on_request([&](clump::token&, std::span<const std::byte>, uint32_t) {});
+  auto got = ep.on_reply([&](clump::token&, std::span<const std::byte>, uint32_t) {});
+  rt.barrier();
+  std::atomic<int> wrongly{0};
+  if (rt.rank() == 1) {
+    const uint32_t slot = x.ep->name().slot;
+    x.ep.reset();
+    x.ep = std::make_unique<clump::endpoint>(rt.bundle());
+    x.ep->set_tag(tag);
+    fill(x.ep->allocate_segment(segment_bytes), 21);
+    CHECK(x.ep->name().slot == slot && x.ep->name().generation > old_name.generation,
+          "the new endpoint took slot %u generation %llu (the old: slot %u generation %llu)", x.ep->name().slot,
+          (unsigned long long)x.ep->name().generation, slot, (unsigned long long)old_name.generation);
+    // The same handler indices as ep's: a message under the old name would find them.
+    x.ep->on_returned([](const clump::returned_message&) {});
+    x.ep->set_raw_handler(s.index, [](void* c, clump::token_base&, const uint32_t*, unsigned, std::byte*, size_t) {
+      static_cast<std::atomic<int>*>(c)->fetch_add(1);
+    }, &wrongly, clump::detail::role::any, -1, -1);
+    x.ep->set_raw_handler(p.index, [](void* c, clump::token_base&, const uint32_t*, unsigned, std::byte*, size_t) {
+      static_cast<std::atomic<int>*>(c)->fetch_add(1);
+    }, &wrongly, clump::detail::role::any, -1, -1);
+  }
+  rt.barrier();
+  if (rt.rank() == 0) {
+    const int old = ep.map_any(old_name, tag);
+    const int sent = send_every_kind(rt, ep, old, s, p, got);
+    const auto deadline = steady::now() + std::chrono::seconds(30);
+    rt.bundle().wait_until([&] { return back.count >= sent || steady::now() > deadline; });
+    CHECK(back.expected_reason == sent && back.other == 0,
+          "%d of %d came back with bad_endpoint, %d for another reason", back.expected_reason, sent, back.other);
+    std::printf("rank 0: %d messages to a freed endpoint, %d came back with bad_endpoint\n", sent,
+                back.expected_reason);
+  }
+  rt.barrier();
+  if (rt.rank() == 1) {
+    CHECK(wrongly.load() == 0, "the endpoint in the freed one's slot ran %d handlers", wrongly.load());
+    const long at = first_changed(x.ep->segment(), 21);
+    CHECK(at < 0, "the new endpoint's segment changed at byte %ld", at);
+  }
+  rt.barrier();
+  return failures;
+}
+
+// Rank 1 frees an endpoint while rank 0 streams requests to it: every
+// request is either answered by it or comes back (bad_endpoint), none is
+// lost and none reaches the endpoint that takes the slot next. Repeated,
+// freeing after a different number of requests each round.
+int scenario_free_race(clump::runtime& rt, int rounds) {
+  clump::endpoint& ep = rt.endpoint();
+  int returned = 0;
+  ep.on_returned([&](const clump::returned_message& m) {
+    ++returned;
+    CHECK(m.reason == clump::return_reason::bad_endpoint, "came back: %s", clump::to_string(m.reason));
+  });
+  std::atomic<int> replies{0};
+  auto pong = ep.on_reply([&](clump::token&, uint32_t) { replies.fetch_add(1); });
+  constexpr int per_round = 400;
+  std::vector<std::byte> payload(3000, std::byte{7});
+  int total_wrong = 0, total_returned = 0, total_replies = 0;
+  for (int round = 0; round < rounds; ++round) {
+    constexpr clump::tag_t tag = 0x1122334455667788ull;
+    extra_endpoint x(rt, tag, 30);
+    std::atomic<int> handled{0}, wrongly{0};
+    clump::request_handler<uint32_t> ping{};
+    clump::payload_request_handler<uint32_t> pping{};
+    auto install = [&](clump::endpoint& e, std::atomic<int>& count, bool answer) {
+      ping = e.on_request(100, [&count, pong, answer](clump::token& t, uint32_t i) {
+        count.fetch_add(1);
+        if (answer) (void)t.reply(pong, i);
+      });
+      pping = e.on_request(101, [&count, pong, answer](clump::token& t, std::span<const std::byte>, uint32_t i) {
+        count.fetch_add(1);
+        if (answer) (void)t.reply(pong, i);
+      });
+    };
+    install(*x.ep, handled, true);
+    returned = 0;
+    replies = 0;
+    rt.barrier();
+    if (rt.rank() == 0) {
+      const int to = ep.map_any(x.names[1], tag);
+      for (int i = 0; i < per_round; ++i) {
+        const auto u = static_cast<uint32_t>(i);
+        CHECK((i % 3 ? ep.request(to, ping, u) : ep.request(to, pping, payload, u)) == clump::status::ok, "send");
+      }
+      const auto deadline = steady::now() + std::chrono::seconds(20);
+      rt.bundle().wait_until([&] { return replies.load() + returned >= per_round || steady::now() > deadline; });
+      CHECK(replies.load() + returned == per_round, "round %d: %d answered + %d returned of %d", round, replies.load(),
+            returned, per_round);
+      total_returned += returned;
+      total_replies += replies.load();
+      ep.unmap(to);
+    } else if (rt.rank() == 1) {
+      // Answer a different number each round, then free the endpoint with
+      // the rest still coming in.
+      const int answer = (round * 97) % per_round;
+      rt.bundle().wait_until([&] { return handled.load() >= answer; });
+      x.ep.reset();
+      x.ep = std::make_unique<clump::endpoint>(rt.bundle());
+      x.ep->set_tag(tag);
+      x.ep->allocate_segment(segment_bytes);
+      install(*x.ep, wrongly, false);
+    }
+    rt.barrier();
+    total_wrong += wrongly.load();
+  }
+  if (rt.rank() == 1) CHECK(total_wrong == 0, "the endpoints in freed slots ran %d handlers", total_wrong);
+  if (rt.rank() == 0)
+    std::printf("rank 0: %d rounds: %d answered, %d came back, none lost\n", rounds, total_replies, total_returned);
+  return failures;
+}
+
+// ---- garbage in the queues ------------------------------------------------------
+
+/// The library's seeded generator (the same seed, the same garbage), with a bound.
+struct random64 : clump::net::random_source {
+  using random_source::random_source;
+  uint32_t below(uint32_t n) { return static_cast<uint32_t>(next() % n); }
+};
+
+// Rank 0 claims lines in rank 1's queues, as any sender does, and writes
+// garbage into them: random bytes, and packets that look right but for one
+// field (a length past the ring, an offset past the segment, a line count
+// that does not fit, a kind for the other queue, a payload for a kind that
+// has none...), with rank 1's real tag or not. Rank 1 refuses and counts
+// every malformed one, reads and writes nothing outside its queues and
+// segment, and afterwards still takes ordinary messages byte for byte.
+int scenario_garbage(clump::runtime& rt, int count) {
+  namespace shm = clump::shm;
+  clump::endpoint& ep = rt.endpoint();
+  std::atomic<int> valid{0}, returned{0};
+  std::atomic<bool> done{false};
+  ep.on_returned([&](const clump::returned_message&) { returned.fetch_add(1); });
+  auto echo = ep.on_reply([&](clump::token&, std::span<const std::byte> d, uint32_t seed) {
+    CHECK(first_changed(d, seed) < 0, "an echo came back changed");
+    valid.fetch_add(1);
+  });
+  auto ask = ep.on_request([&](clump::token& t, std::span<const std::byte> d, uint32_t seed) {
+    CHECK(first_changed(d, seed) < 0, "a request arrived changed");
+    valid.fetch_add(1);
+    (void)t.reply(echo, d, seed);
+  });
+  auto stop = ep.on_request([&](clump::token&, uint32_t) { done = true; });
+  rt.barrier();
+  if (rt.rank() == 0) {
+    clump::am::process& proc = clump::am::process::get();
+    const clump::endpoint_name victim = ep.translation_name(1);
+    clump::am::remote_endpoint* to = proc.remote(clump::am::source_id(1, victim.slot));
+    CHECK(to && !to->net, "rank 1 is not reached through shared memory: run on one node");
+    if (!to || to->net) return failures;
+    const clump::tag_t real_tag = ep.translation_tag(1);
+    random64 rnd(0x5eed);
+    for (int i = 0; i < count; ++i) {
+      const bool reply_queue = rnd.below(2);
+      const shm::queue_ref& q = reply_queue ? to->view.reply : to->view.request;
+      shm::head_cache& cache = reply_queue ? to->reply_cache : to->request_cache;
+      const uint32_t lines = 1 + rnd.below(3);
+      const size_t payload = rnd.below(4) ? 0 : rnd.below(q.ring_lines * 64 / 2);
+      shm::claim c;
+      while (!shm::try_claim(q, cache, lines, payload, c)) rt.bundle().poll();
+      // Every claimed line: random bytes, but for the seq word of each line
+      // after the first, which holds its own index + 1 as any sender's does.
+      // (A writer that never makes a line it claimed ready stalls the queue
+      // at that line, as a sender killed halfway does: that is another test.)
+      for (uint32_t l = 0; l < lines; ++l) {
+        auto* w = reinterpret_cast<uint64_t*>(&shm::line_at(q, c.line + l));
+        for (int k = 0; k < 8; ++k) w[k] = rnd.next();
+        if (l) shm::tail_at(q, c.line + l).seq.store(c.line + l + 1, std::memory_order_relaxed);
+      }
+      if (payload) std::memset(shm::ring_at(q, c.ring_line), static_cast<int>(rnd.below(256)), payload);
+      shm::packet& p = shm::line_at(q, c.line);
+      if (rnd.below(2)) {
+        // Plausible: a real kind, sound line seqs, one field wrong or random.
+        const auto kind = static_cast<shm::packet_kind>(1 + rnd.below(10));
+        p.kind = kind;
+        p.nargs = static_cast<uint8_t>(rnd.below(24));
+        p.flags = static_cast<uint8_t>(shm::line_flags(kind, p.nargs) | (rnd.below(2) ? shm::flag_ring : 0) |
+                                       (rnd.below(4) ? 0 : shm::flag_staged) | (rnd.below(16) ? 0 : 0x40));
+        p.tag = rnd.below(2) ? real_tag : rnd.next();
+        p.source = rnd.below(2) ? clump::am::source_id(0, ep.name().slot) : static_cast<uint32_t>(rnd.next());
+        p.src_gen = rnd.below(2) ? static_cast<uint32_t>(ep.name().generation) : static_cast<uint32_t>(rnd.next());
+        p.dst_gen = rnd.below(8) ? static_cast<uint32_t>(victim.generation) : static_cast<uint32_t>(rnd.next());
+        p.handler = static_cast<uint8_t>(rnd.below(2) ? ask.index : rnd.below(256));
+        p.length = rnd.below(2) ? static_cast<uint32_t>(rnd.next()) : rnd.below(1u << 20);
+        if (lines >= 2) {
+          shm::packet_tail& t = shm::tail_at(q, c.line + 1);
+          t.offset = rnd.below(2) ? rnd.below(static_cast<uint32_t>(segment_bytes)) : rnd.next();
+          t.piece = rnd.below(2) ? rnd.below(p.length + 1) : static_cast<uint32_t>(rnd.next());
+        }
+      }
+      shm::publish(q, c);
+      if (c.wake) shm::wake(shm::wake_word(q));
+      if (i % 64 == 0) rt.bundle().poll();
+    }
+    // Ordinary traffic still flows, byte for byte.
+    std::vector<std::byte> data(5000);
+    for (uint32_t k = 0; k < 100; ++k) {
+      fill(std::span(data).first(100 + 49 * k), k);
+      CHECK(ep.request(1, ask, std::span<const std::byte>(data.data(), 100 + 49 * k), k) == clump::status::ok, "send");
+    }
+    rt.bundle().wait_until([&] { return valid.load() >= 100; });
+    CHECK(ep.request(1, stop, 0u) == clump::status::ok, "stop");
+    std::printf("rank 0: %d garbage packets written into rank 1's queues, then 100 ordinary ones echoed intact "
+                "(%d came back)\n",
+                count, returned.load());
+  } else if (rt.rank() == 1) {
+    rt.bundle().wait_until([&] { return done.load(); });
+    const clump::endpoint_stats s = ep.stats();
+    CHECK(s.corrupt > 0, "no packet was refused as malformed");
+    CHECK(valid.load() >= 100, "%d ordinary requests arrived", valid.load());
+    std::printf("rank 1: refused %llu malformed packets; %d ordinary requests arrived intact\n",
+                (unsigned long long)s.corrupt, valid.load());
+  }
+  rt.barrier();
+  return failures;
+}
+
+// ---- a segment replaced under a stream --------------------------------------------
+
+// Rank 0 streams long messages of 32 MiB into rank 1's segment without a
+// pause, while rank 1 replaces its segment again and again; each time
+// another endpoint takes the released memory at once and fills it with a
+// pattern. No byte of the stream may land there: the owner releases a
+// segment only once no process is still copying into it.
+int scenario_replace(clump::runtime& rt, int rounds) {
+  clump::endpoint& ep = rt.endpoint();
+  std::atomic<bool> stop{false};
+  std::atomic<int> arrived{0};
+  int returned = 0;
+  ep.on_returned([&](const clump::returned_message&) { ++returned; });
+  auto take = ep.on_request([&](clump::token&, std::span<const std::byte>, uint32_t) { arrived.fetch_add(1); });
+  auto halt = ep.on_request([&](clump::token&, uint32_t) { stop = true; });
+  constexpr size_t chunk = 32u << 20;  // a copy of a few milliseconds: a wide window
+  ep.allocate_segment(chunk);
+  rt.barrier();
+  if (rt.rank() == 0) {
+    std::vector<std::byte> data(chunk, std::byte{0xee});
+    int sent = 0;
+    while (!stop.load()) {
+      CHECK(ep.request_long(1, take, data, 0, 0u) == clump::status::ok, "send");
+      ++sent;
+      rt.bundle().poll();
+    }
+    std::printf("rank 0: streamed %d long messages of 32 MiB (%d came back while the segment changed)\n", sent,
+                returned);
+  } else if (rt.rank() == 1) {
+    int damaged = 0;
+    for (int round = 0; round < rounds; ++round) {
+      ep.allocate_segment(chunk);  // the old one is released
+      clump::endpoint other(rt.bundle());
+      std::span<std::byte> s = other.allocate_segment(chunk);  // takes the released memory
+      // Back to front: a copy still running front to back would then write
+      // over the pattern after it is in place (filled the other way, the
+      // pattern would simply overtake it).
+      for (size_t i = s.size(); i-- > 0;) s[i] = canary(i, 40 + static_cast<uint32_t>(round));
+      const int before = arrived.load();
+      rt.bundle().wait_until([&] { return arrived.load() >= before + 2; });  // the stream goes on meanwhile
+      if (first_changed(s, 40 + static_cast<uint32_t>(round)) >= 0) ++damaged;
+    }
+    CHECK(damaged == 0, "in %d of %d rounds the stream wrote into a released segment", damaged, rounds);
+    CHECK(ep.request(0, halt, 0u) == clump::status::ok, "halt");
+    std::printf("rank 1: replaced its segment %d times under the stream, %d damaged\n", rounds, damaged);
+  }
+  rt.barrier();
+  return failures;
+}
+
 // A link cut between two hosts (a command that takes a veth down, run by
 // rank 0 once traffic flows): rank 0's later requests to rank 1 come back
 // unreachable within the timeout (plus a second for scheduling), and every
@@ -124,7 +522,9 @@ int scenario_cut(clump::runtime& rt, const char* command) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: trust quiet SECONDS [COUNT] | cut COMMAND\n");
+    std::fprintf(stderr,
+                 "usage: trust quiet SECONDS [COUNT] | cut COMMAND | wrong_tag | wrong_tag_private | freed | "
+                 "free_race [ROUNDS] | garbage [COUNT] | replace [ROUNDS]\n");
     return 2;
   }
   try {
@@ -136,6 +536,18 @@ int main(int argc, char** argv) {
       failed = scenario_quiet(rt, std::atof(argv[2]), argc > 3 ? std::atoi(argv[3]) : 200);
     else if (what == "cut" && argc >= 3 && rt.size() >= 2)
       failed = scenario_cut(rt, argv[2]);
+    else if (what == "wrong_tag" && rt.size() >= 2)
+      failed = scenario_wrong_tag(rt, false);
+    else if (what == "wrong_tag_private" && rt.size() >= 2)
+      failed = scenario_wrong_tag(rt, true);
+    else if (what == "freed" && rt.size() >= 2)
+      failed = scenario_freed(rt);
+    else if (what == "free_race" && rt.size() >= 2)
+      failed = scenario_free_race(rt, argc > 2 ? std::atoi(argv[2]) : 20);
+    else if (what == "garbage" && rt.size() >= 2)
+      failed = scenario_garbage(rt, argc > 2 ? std::atoi(argv[2]) : 3000);
+    else if (what == "replace" && rt.size() >= 2)
+      failed = scenario_replace(rt, argc > 2 ? std::atoi(argv[2]) : 30);
     else {
       std::fprintf(stderr, "unknown scenario or missing argument: %s\n", what.c_str());
       return 2;

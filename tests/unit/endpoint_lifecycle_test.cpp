@@ -15,6 +15,7 @@
 #include <clump/clump.hpp>
 
 #include "am/endpoint_impl.hpp"
+#include "am/process.hpp"
 
 namespace {
 
@@ -49,28 +50,90 @@ TEST(endpoints, a_reply_waiting_for_room_drains_every_reply_queue_of_its_bundle)
 
 TEST(endpoints, a_reused_slot_starts_where_the_old_endpoint_left_its_queues) {
   // A sender's cached view of the old endpoint's queue must not let it
-  // overwrite packets of the new endpoint in the same slot.
+  // overwrite packets of the new endpoint in the same slot; and the requests
+  // the old endpoint never handled come back, none reaches the new one.
   clump::bundle b;
   clump::endpoint s(b);
   s.set_tag(clump::tag_all);
-  int old_count = 0, new_count = 0;
+  int old_count = 0, new_count = 0, returned = 0;
+  s.on_returned([&](const clump::returned_message& m) {
+    EXPECT_EQ(m.reason, clump::return_reason::bad_endpoint);
+    ++returned;
+  });
   auto q = std::make_unique<clump::endpoint>(b);
   q->set_tag(clump::tag_all);
   auto h = q->on_request([&](clump::token&, uint32_t) { ++old_count; });
   s.map(0, q->name(), clump::tag_all);
   for (uint32_t i = 0; i < 17; ++i) ASSERT_EQ(s.request(0, h, i), clump::status::ok);
-  const uint32_t slot = q->name().id & 0xffu;
+  const uint32_t slot = q->name().slot;
   q.reset();
   auto q2 = std::make_unique<clump::endpoint>(b);
   q2->set_tag(clump::tag_all);
-  ASSERT_EQ(q2->name().id & 0xffu, slot) << "the test needs the slot to be reused";
+  ASSERT_EQ(q2->name().slot, slot) << "the test needs the slot to be reused";
   auto h2 = q2->on_request([&](clump::token&, uint32_t) { ++new_count; });
   s.unmap(0);
   s.map(0, q2->name(), clump::tag_all);
   for (uint32_t i = 0; i < 40; ++i) ASSERT_EQ(s.request(0, h2, i), clump::status::ok);
   const auto deadline = steady_clock::now() + seconds(20);
-  while (new_count < 40 && steady_clock::now() < deadline) b.poll();
+  while ((new_count < 40 || old_count + returned < 17) && steady_clock::now() < deadline) b.poll();
   EXPECT_EQ(new_count, 40);
+  EXPECT_EQ(old_count + returned, 17) << old_count << " handled by the old endpoint, " << returned << " returned";
+  EXPECT_GT(returned, 0) << "the test needs requests left in the old endpoint's queue";
+}
+
+TEST(endpoints, generations_past_two_to_the_32_still_tell_endpoints_apart) {
+  // Packets carry the low 32 bits of generations, names all 64: across the
+  // wrap of the low bits (0 among them), every message reaches the endpoint
+  // it names, names come back whole, and an old name finds nobody.
+  clump::bundle b;
+  clump::endpoint s(b);
+  s.set_tag(clump::tag_all);
+  int returned = 0;
+  s.on_returned([&](const clump::returned_message& m) {
+    EXPECT_EQ(m.reason, clump::return_reason::bad_endpoint);
+    ++returned;
+  });
+  uint32_t slot = 0;
+  {
+    clump::endpoint probe(b);
+    slot = probe.name().slot;
+  }
+  clump::am::process::get().region().set_next_generation(slot, (uint64_t{1} << 32) - 2);
+  std::vector<std::byte> payload(300, std::byte{9});
+  clump::endpoint_name previous{};
+  int got = 0, answered = 0;
+  for (int i = 0; i < 5; ++i) {
+    clump::endpoint q(b);
+    ASSERT_EQ(q.name().slot, slot);
+    ASSERT_EQ(q.name().generation, (uint64_t{1} << 32) - 2 + static_cast<uint64_t>(i));
+    q.set_tag(clump::tag_all);
+    q.allocate_segment(4096);
+    auto pong = s.on_reply(200, [&](clump::token& t, uint32_t) {
+      EXPECT_EQ(t.source(), q.name());
+      ++answered;
+    });
+    auto ping = q.on_request(201, [&](clump::token& t, std::span<const std::byte> d, uint32_t v) {
+      EXPECT_EQ(t.source(), s.name());
+      EXPECT_EQ(d.size(), 300u);
+      ++got;
+      EXPECT_EQ(t.reply(pong, v), clump::status::ok);
+    });
+    if (i > 0) {
+      s.map(1, previous, clump::tag_all);
+      ASSERT_EQ(s.request_long(1, ping, payload, 0, 7u), clump::status::ok);  // to the endpoint freed last round
+      s.unmap(1);
+    }
+    s.map(0, q.name(), clump::tag_all);
+    ASSERT_EQ(s.request(0, ping, payload, static_cast<uint32_t>(i)), clump::status::ok);
+    ASSERT_EQ(s.request_long(0, ping, payload, 100, static_cast<uint32_t>(i)), clump::status::ok);
+    const auto deadline = steady_clock::now() + seconds(10);
+    while ((answered < 2 * (i + 1) || returned < i) && steady_clock::now() < deadline) b.poll();
+    EXPECT_EQ(got, 2 * (i + 1));
+    EXPECT_EQ(answered, 2 * (i + 1));
+    EXPECT_EQ(returned, i);
+    s.unmap(0);
+    previous = q.name();
+  }
 }
 
 TEST(endpoints, replies_to_a_freed_requester_are_dropped_not_waited_for) {
@@ -187,6 +250,24 @@ TEST(endpoints, a_get_whose_requester_shrank_its_segment_comes_back_to_the_reque
   EXPECT_TRUE(owner_back.empty());
   ASSERT_EQ(asker_back.size(), 1u);
   EXPECT_EQ(asker_back[0], clump::return_reason::bad_segment_offset);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(endpoints, segment_sizes_that_would_wrap_are_refused) {
+  // ~0 bytes rounded up to a page would wrap to 0, "succeed", and leave every
+  // bounds check open: refused instead, and the endpoint keeps its segment.
+  clump::bundle b;
+  clump::endpoint e(b);
+  e.allocate_segment(4096);
+  EXPECT_THROW(e.allocate_segment(~size_t{0}), clump::error);
+  EXPECT_THROW(e.allocate_segment(~size_t{0} - 4095), clump::error);
+  EXPECT_EQ(e.segment().size(), 4096u);
+  std::byte here[16];
+  EXPECT_THROW(e.set_segment(here, ~size_t{0}), clump::error);
+  EXPECT_EQ(e.segment().size(), 4096u);
 }
 
 }  // namespace

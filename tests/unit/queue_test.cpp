@@ -27,7 +27,7 @@ struct test_queue {
     std::memset(mem.get(), 0, bytes);
     new (mem.get()) std::atomic<uint32_t>(0);
     init_queue_block(mem.get() + 4096, depth, ring, 1);
-    view = view_queue_block(mem.get() + 4096, mem.get(), depth, ring);
+    view = view_queue_block(mem.get() + 4096, mem.get(), depth, ring, 0);
   }
   struct free_deleter {
     void operator()(std::byte* p) const { std::free(p); }
@@ -47,7 +47,6 @@ bool try_send(const queue_ref& q, head_cache& cache, uint32_t producer, uint32_t
   p.flags = len ? flag_ring : 0;
   p.nargs = 2;
   p.length = static_cast<uint32_t>(len);
-  p.offset = c.ring_used;
   p.args[0] = producer;
   p.args[1] = seq;
   auto* d = ring_at(q, c.ring_line);
@@ -63,9 +62,11 @@ bool try_receive(const queue_ref& q, uint64_t& head, uint32_t& producer, uint32_
   if (!p) return false;
   producer = p->args[0];
   seq = p->args[1];
-  const uint32_t used = (p->flags & flag_ring) ? static_cast<uint32_t>(p->offset) : 0;
+  // Where the payload is follows from the ring position and its length, as for the sender's claim.
+  const ring_span span = place_payload(ring_index(head), lines_for_bytes(p->length), q.ring_lines);
+  const uint32_t used = span.used;
   if (p->length) {
-    const std::byte* d = ring_at(q, ring_index(head) + used - lines_for_bytes(p->length));
+    const std::byte* d = ring_at(q, span.start);
     for (size_t i = 0; i < p->length; ++i)
       if (d[i] != static_cast<std::byte>((producer * 31 + seq + i) & 0xff)) {
         ADD_FAILURE() << "payload byte " << i << " of message " << seq << " from " << producer << " is wrong";

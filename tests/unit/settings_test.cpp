@@ -26,6 +26,28 @@ TEST(settings, parse_size_rejects_garbage) {
   EXPECT_FALSE(parse_size("99999999999999999999T", v));
 }
 
+TEST(settings, parse_size_refuses_signs_and_overflow_rather_than_wrap) {
+  size_t v = 0;
+  EXPECT_FALSE(parse_size("-1", v));       // strtoull alone takes it as 2^64 - 1
+  EXPECT_FALSE(parse_size("-4096", v));
+  EXPECT_FALSE(parse_size("+64M", v));
+  EXPECT_FALSE(parse_size(" 64M", v));
+  EXPECT_FALSE(parse_size("18446744073709551616", v));  // 2^64
+  EXPECT_FALSE(parse_size("16777216T", v));              // 2^64 bytes
+  EXPECT_TRUE(parse_size("16777215T", v));
+  EXPECT_EQ(v, 16777215ull << 40);
+}
+
+TEST(settings, fault_plan_refuses_negative_and_huge_numbers) {
+  config::fault_plan plan;
+  std::string why;
+  EXPECT_FALSE(parse_fault_plan("delay_us=-1", plan, why));
+  EXPECT_FALSE(parse_fault_plan("delay_us=10000001", plan, why));
+  EXPECT_FALSE(parse_fault_plan("seed=-7", plan, why));
+  EXPECT_FALSE(parse_fault_plan("seed=99999999999999999999999", plan, why));
+  EXPECT_TRUE(parse_fault_plan("delay_us=10000000,seed=7", plan, why)) << why;
+}
+
 TEST(settings, every_setting_is_named_clump_and_documented) {
   for (const auto& d : all_settings()) {
     EXPECT_EQ(std::strncmp(d.name, "CLUMP_", 6), 0) << d.name;
