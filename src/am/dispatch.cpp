@@ -93,16 +93,14 @@ struct shape {
   const char* bad = nullptr;  // why it is refused, or nullptr
 };
 
-shape examine(const shm::queue_ref& q, const shm::packet& p, uint64_t head, bool request_queue) noexcept {
-  shape s;
-  auto refused = [&](const char* why) {
-    s.bad = why;
-    return s;
-  };
+/// Checks every field of a packet but the common short one's (examine).
+/// Fills `s` and returns why the packet is refused, or nullptr.
+[[gnu::noinline]] const char* examine_any(const shm::queue_ref& q, const shm::packet& p, uint64_t head,
+                                          bool request_queue, shape& s) noexcept {
   const uint32_t line = shm::line_index(head);
   const uint8_t flags = p.flags;
-  if (flags & ~shm::known_flags) return refused("unknown flags");
-  if ((flags & shm::flag_three_lines) && !(flags & shm::flag_two_lines)) return refused("a third line without a second");
+  if ((flags & ~shm::known_flags) || (flags & (shm::flag_three_lines | shm::flag_two_lines)) == shm::flag_three_lines)
+    return "unknown flags, or a third line without a second";
   const uint32_t lines = shm::lines_of(flags);
   // Further lines are the packet's own only if they carry their own index
   // (written before the first line was published); else it is stepped over
@@ -110,42 +108,74 @@ shape examine(const shm::queue_ref& q, const shm::packet& p, uint64_t head, bool
   // Relaxed: the acquire of the first line's seq ordered these writes.
   if (lines >= 2) {
     s.tail = &shm::tail_at(q, line + 1);
-    if (s.tail->seq.load(std::memory_order_relaxed) != line + 2) return refused("a second line not its own");
-  }
-  if (lines >= 3) {
-    s.extra = &shm::extra_at(q, line + 2);
-    if (s.extra->seq.load(std::memory_order_relaxed) != line + 3) return refused("a third line not its own");
+    if (s.tail->seq.load(std::memory_order_relaxed) != line + 2) return "a second line not its own";
+    if (lines == 3) {
+      s.extra = &shm::extra_at(q, line + 2);
+      if (s.extra->seq.load(std::memory_order_relaxed) != line + 3) return "a third line not its own";
+    }
   }
   s.lines = lines;
   // The payload's place in the ring follows from its length and our ring
   // position alone (as the sender's claim computed it).
+  const bool staged = flags & shm::flag_staged;
   if (flags & shm::flag_ring) {
-    if ((flags & shm::flag_staged) && !s.tail) return refused("a staged piece without a second line");
-    const uint64_t bytes = (flags & shm::flag_staged) ? s.tail->piece : p.length;
-    if (bytes > uint64_t{q.ring_lines} * shm::cache_line / 2) return refused("a payload longer than half the ring");
+    if (staged && !s.tail) return "a staged piece without a second line";
+    const uint64_t bytes = staged ? s.tail->piece : p.length;
+    if (bytes > uint64_t{q.ring_lines} * shm::cache_line / 2) return "a payload longer than half the ring";
     const shm::ring_span span = shm::place_payload(shm::ring_index(head), shm::lines_for_bytes(bytes), q.ring_lines);
     s.ring_start = span.start;
     s.ring_used = span.used;
   }
   const auto kind = p.kind;
-  if (kind == packet_kind::cancelled) return s;  // its sender returned it itself; skipped whatever it holds
-  if (static_cast<uint8_t>(kind) < 1 || static_cast<uint8_t>(kind) > 10) return refused("an unknown kind");
-  if (shm::is_request(kind) != request_queue) return refused("a kind that belongs in the other queue");
-  if (p.nargs > max_args) return refused("more than 20 argument words");
-  if ((flags & (shm::flag_two_lines | shm::flag_three_lines)) != shm::line_flags(kind, p.nargs))
-    return refused("lines that do not fit its kind and words");
+  if (kind == packet_kind::cancelled) return nullptr;  // its sender returned it itself; skipped whatever it holds
+  const auto k = static_cast<uint8_t>(kind);
+  if (k < 1 || k > 10 || shm::is_request(kind) != request_queue) return "an unknown kind, or one of the other queue";
+  if (p.nargs > max_args || (flags & (shm::flag_two_lines | shm::flag_three_lines)) != shm::line_flags(kind, p.nargs))
+    return "an argument count that does not fit its lines";
   const bool medium = kind == packet_kind::medium_request || kind == packet_kind::medium_reply;
-  const bool piece = kind == packet_kind::long_piece || kind == packet_kind::long_piece_reply;
-  const bool staged = flags & shm::flag_staged;
-  if (medium != ((flags & shm::flag_ring) && !staged)) return refused("a medium payload not in the ring");
-  if (staged && !shm::is_long(kind)) return refused("a staged payload on a message that is not long");
-  if (piece && !staged) return refused("a piece of a long message not staged");
-  if (staged && (s.tail->piece > p.length || (piece && s.tail->piece != p.length)))
-    return refused("a staged piece longer than its message");
+  if (medium != ((flags & shm::flag_ring) && !staged)) return "a medium payload not in the ring";
+  if (staged) {
+    const bool piece = kind == packet_kind::long_piece || kind == packet_kind::long_piece_reply;
+    if (!shm::is_long(kind) || s.tail->piece > p.length || (piece && s.tail->piece != p.length))
+      return "a staged piece that does not fit its message";
+  } else if (kind == packet_kind::long_piece || kind == packet_kind::long_piece_reply) {
+    return "a piece of a long message not staged";
+  }
   if (kind == packet_kind::returned) {
     const uint64_t reason = s.tail->aux & 0xff, op = (s.tail->aux >> 8) & 0xff;
-    if (reason < 1 || reason > 10 || op < 1 || op > 6) return refused("a returned message with no valid reason");
+    if (reason < 1 || reason > 10 || op < 1 || op > 6) return "a returned message with no valid reason";
   }
+  return nullptr;
+}
+
+/// The common cases inline: a short message on one line or two, a medium
+/// one on one line, in their own queue; examine_any checks the rest.
+inline shape examine(const shm::queue_ref& q, const shm::packet& p, uint64_t head, bool request_queue) noexcept {
+  shape s;
+  const packet_kind short_kind = request_queue ? packet_kind::short_request : packet_kind::short_reply;
+  const packet_kind medium_kind = request_queue ? packet_kind::medium_request : packet_kind::medium_reply;
+  const unsigned nargs = p.nargs;
+  if (p.kind == short_kind) [[likely]] {
+    if (p.flags == 0 && nargs <= shm::args_in_first_line) [[likely]]
+      return s;
+    if (p.flags == shm::flag_two_lines && nargs > shm::args_in_first_line &&
+        nargs <= shm::args_in_first_line + shm::args_in_second_line) {
+      s.tail = &shm::tail_at(q, shm::line_index(head) + 1);
+      // Relaxed: the acquire of the first line's seq ordered it.
+      if (s.tail->seq.load(std::memory_order_relaxed) == shm::line_index(head) + 2) {
+        s.lines = 2;
+        return s;
+      }
+    }
+  } else if (p.kind == medium_kind && p.flags == shm::flag_ring && nargs <= shm::args_in_first_line &&
+             p.length <= uint64_t{q.ring_lines} * shm::cache_line / 2) {
+    const shm::ring_span span = shm::place_payload(shm::ring_index(head), shm::lines_for_bytes(p.length), q.ring_lines);
+    s.ring_start = span.start;
+    s.ring_used = span.used;
+    return s;
+  }
+  s = shape{};
+  s.bad = examine_any(q, p, head, request_queue, s);
   return s;
 }
 
@@ -281,15 +311,17 @@ shape examine(const shm::queue_ref& q, const shm::packet& p, uint64_t head, bool
   --handler_depth;
 }
 
-/// Takes the ready packet at `head`: runs it, or refuses it as malformed;
-/// returns where the head goes next.
-uint64_t take(endpoint_impl& e, const shm::queue_ref& q, const shm::packet& p, uint64_t head,
-              bool request_queue) noexcept {
+/// Takes the ready packet at `head`: runs it, or refuses it as malformed
+/// (`refused` set); returns where the head goes next.
+uint64_t take(endpoint_impl& e, const shm::queue_ref& q, const shm::packet& p, uint64_t head, bool request_queue,
+              bool& refused) noexcept {
   const shape sh = examine(q, p, head, request_queue);
-  if (sh.bad) [[unlikely]]
+  if (sh.bad) [[unlikely]] {
     refuse_corrupt(e, p, sh.bad);
-  else
+    refused = true;
+  } else {
     handle(e, q, p, sh);
+  }
   return shm::pack_index(shm::line_index(head) + sh.lines, shm::ring_index(head) + sh.ring_used);
 }
 
@@ -315,10 +347,7 @@ unsigned poll_queue(endpoint_impl& e, const shm::queue_ref& q, std::atomic<uint6
   for (; n < budget; ++n) {
     const shm::packet* p = shm::peek(q, head);
     if (!p) break;
-    const uint64_t before = e.corrupt.get();
-    head = take(e, q, *p, head, request_queue);
-    if (e.corrupt.get() != before) [[unlikely]]
-      resync = true;
+    head = take(e, q, *p, head, request_queue, resync);
     head_word.store(head, std::memory_order_relaxed);
     shm::release(q, head);
   }
