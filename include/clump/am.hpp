@@ -31,6 +31,7 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <vector>
 
 #include <clump/status.hpp>
 
@@ -153,6 +154,26 @@ network_stats network_statistics() noexcept;
 /// This process's UDP address as "a.b.c.d:port", or "" when it has no
 /// network (every rank shares its node). For diagnostics and fault tests.
 std::string network_address();
+
+// ---- ranks whose process is gone ------------------------------------------------
+//
+// A rank of this node whose process has exited (found by its pid, looked at
+// while waits sleep, at most every 100 ms), or a rank on another node
+// declared unreachable (CLUMP_NET_TIMEOUT_MS of silence), is failed. Under
+// clumprun's default the job then ends anyway; with --keep-going the other
+// ranks go on, and every wait that depends on a failed rank ends with a
+// clump::error (status::resource) that names it, instead of waiting for ever:
+// gas barriers, collectives, locks and completions, and wait_until (see
+// bundle::wait_until). A program that handles failures itself (its handler 0
+// takes the unreachable returns) calls acknowledge_failures() and waits on.
+
+/// The ranks known to have failed, in order.
+std::vector<int> failed_ranks();
+/// True when `rank`'s process is known to be gone; a rank of this node is looked at now.
+bool rank_failed(int rank) noexcept;
+/// The failures known now no longer end waits (MPI ULFM's failure_ack):
+/// the program has seen them and handles them itself.
+void acknowledge_failures() noexcept;
 
 namespace detail {
 struct endpoint_impl;
@@ -339,22 +360,42 @@ class bundle {
 
   /// Polls until `done()` is true: spins for CLUMP_SPIN_BEFORE_SLEEP_US, then
   /// sleeps in the kernel until a message arrives (no busy waiting while idle).
+  /// Throws clump::error (status::resource) when a rank of the job has failed
+  /// (see failed_ranks) and nothing has arrived here for a second since: the
+  /// wait may depend on that rank and would never end. A program that
+  /// handles failures itself calls acknowledge_failures() first.
   template <class Pred>
   void wait_until(Pred&& done) {
     auto spin_until = std::chrono::steady_clock::now() + spin_time();
+    auto last_work = std::chrono::steady_clock::now();
     while (!done()) {
       if (poll() != 0) {
-        spin_until = std::chrono::steady_clock::now() + spin_time();
+        spin_until = last_work = std::chrono::steady_clock::now();
+        spin_until += spin_time();
         continue;
       }
       if (done()) return;
-      if (std::chrono::steady_clock::now() >= spin_until) sleep_until_message();
+      if (std::chrono::steady_clock::now() >= spin_until) {
+        sleep_until_message();
+        if (done()) return;                        // (what a failed rank did before it failed counts)
+        check_failures(last_work, "wait_until");  // out of line: throws when a failure ends the wait
+      }
     }
   }
 
   /// Sleeps until some endpoint of the bundle has a message pending (or
   /// `timeout` passes). Does not run handlers.
   void sleep_until_message(std::chrono::nanoseconds timeout = std::chrono::milliseconds(100)) noexcept;
+  /// The same, and until `ready()` is true, which is checked after the sleep
+  /// is announced: whoever makes it true and then calls endpoint::wake on an
+  /// endpoint of this bundle never leaves the sleeper asleep. For waits on
+  /// memory other processes of the node write (the gas layer's flags).
+  void sleep_until_message(std::chrono::nanoseconds timeout, const std::function<bool()>& ready) noexcept;
+  /// For waits built on sleep_until_message: throws clump::error naming the
+  /// failed rank when a rank has failed (not acknowledged) and the wait has
+  /// seen no work since `last_work` for a second after it was found; `what`
+  /// names the wait. Looks at this node's ranks now and then (cheap).
+  static void check_failures(std::chrono::steady_clock::time_point last_work, const char* what);
 
   /// AM_SetEventMask / AM_GetEventMask: the event that wait() waits for. The
   /// mask falls back to event_mask::none once wait() has seen its event.
@@ -418,6 +459,12 @@ class endpoint {
   /// messages). For direct loads and stores, as the gas layer makes; valid
   /// while that endpoint keeps its segment.
   std::span<std::byte> mapped_segment(int dest) const noexcept;
+  /// Wakes the threads sleeping in the bundle of the endpoint at
+  /// translation `dest` (one on this node), so that they look again: for
+  /// layers that write into its memory directly (the gas layer's flags)
+  /// and then must make sure a sleeper sees it (see
+  /// bundle::sleep_until_message with `ready`). Seq_cst: write first.
+  void wake(int dest) noexcept;
 
   // ---- handlers ----
   /// Registers a request handler at the next free index; returns its typed id.

@@ -1,4 +1,7 @@
+#include <algorithm>
 #include <chrono>
+#include <string>
+#include <vector>
 
 #include "am/endpoint_impl.hpp"
 #include "am/send.hpp"
@@ -99,22 +102,62 @@ static bool any_pending(bundle_impl& b) noexcept {
   return false;
 }
 
-void bundle::sleep_until_message(std::chrono::nanoseconds timeout) noexcept {
-  std::atomic<uint32_t>& w = *impl_->wake;
+void detail::sleep_bundle(bundle_impl& b, std::chrono::nanoseconds timeout, const std::function<bool()>* also) noexcept {
+  std::atomic<uint32_t>& w = *b.wake;
   // Sleep on both protocols at once: while we sleep, the network's service
   // thread watches the socket and delivers into our queues, which wakes us
   // like any shared-memory sender.
-  net::network* net = impl_->proc->net();
+  net::network* net = b.proc->net();
   if (net) net->arm();
   const uint32_t v = shm::prepare_sleep(w);
   // After announcing the sleep, look once more: a sender that claimed before
-  // it could see our bit is visible here (handshake in shm/queue.hpp).
-  if (any_pending(*impl_)) {
+  // it could see our bit is visible here (handshake in shm/queue.hpp), and
+  // so is whatever `also` stands for (its setter wakes after setting it).
+  // (`also` reads with seq_cst: the sleeper's half of that handshake.)
+  if (any_pending(b) || (also && (*also)())) {
     shm::cancel_sleep(w);
   } else {
     shm::sleep(w, v, static_cast<long>(timeout.count()));
   }
   if (net) net->disarm();
+}
+
+void bundle::sleep_until_message(std::chrono::nanoseconds timeout) noexcept { sleep_bundle(*impl_, timeout, nullptr); }
+
+void bundle::sleep_until_message(std::chrono::nanoseconds timeout, const std::function<bool()>& ready) noexcept {
+  sleep_bundle(*impl_, timeout, &ready);
+}
+
+void bundle::check_failures(std::chrono::steady_clock::time_point last_work, const char* what) {
+  am::process& p = am::process::get();
+  const uint64_t deaths = p.check_local_peers();
+  if (deaths <= p.acknowledged()) return;
+  const auto since = std::max(last_work, p.last_death());
+  if (std::chrono::steady_clock::now() - since < std::chrono::seconds(1)) return;
+  std::string who;
+  for (int r : failed_ranks()) who += (who.empty() ? "" : ", ") + std::to_string(r);
+  throw error(status::resource, what,
+              "rank " + who + " failed (its process is gone) and nothing has arrived here for a second since: this "
+              "wait may depend on it and would never end (a program that handles failures calls "
+              "clump::acknowledge_failures() and waits on)");
+}
+
+std::vector<int> failed_ranks() {
+  std::vector<int> out;
+  am::process* p = am::process::existing();
+  if (!p) return out;
+  for (int r = 0; r < p->size(); ++r)
+    if (p->known_dead(r)) out.push_back(r);
+  return out;
+}
+
+bool rank_failed(int rank) noexcept {
+  am::process* p = am::process::existing();
+  return p && p->rank_failed(rank);
+}
+
+void acknowledge_failures() noexcept {
+  if (am::process* p = am::process::existing()) p->acknowledge();
 }
 
 void bundle::set_event_mask(event_mask m) noexcept {

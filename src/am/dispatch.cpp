@@ -269,8 +269,9 @@ inline shape examine(const shm::queue_ref& q, const shm::packet& p, uint64_t hea
       am::remote_endpoint* from = e.proc->remote(p.source);
       if (from && !from->net) {
         uint64_t off = 0, len = 0;
-        shm::read_segment(*from->view.header, off, len);
-        if (dst > len || length > len - dst) [[unlikely]]
+        // (A requester that stays in the middle of a segment change has
+        // died halfway: its get goes back, as one outside its segment.)
+        if (!shm::read_segment(*from->view.header, off, len) || dst > len || length > len - dst) [[unlikely]]
           return reject(e, p, args, nargs, src, return_reason::bad_segment_offset);
       }
       e.requests_received[2].add(1, e.parallel);

@@ -13,6 +13,7 @@
 #include "am/send.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"
+#include "shm/queue.hpp"
 #include "shm/wake.hpp"
 
 namespace clump {
@@ -262,9 +263,22 @@ std::span<std::byte> endpoint::mapped_segment(int dest) const noexcept {
   const translation& t = e.translations[static_cast<size_t>(dest)];
   if (!t.used || !t.remote || t.remote->net || !t.remote->region_base) return {};
   uint64_t offset = 0, length = 0;
-  shm::read_segment(*t.remote->view.header, offset, length);
-  if (offset == shm::private_segment || length == 0) return {};
+  if (!shm::read_segment(*t.remote->view.header, offset, length)) return {};  // changing for long: died halfway?
+  if (offset == shm::private_segment || length == 0 || offset > t.remote->region_size ||
+      length > t.remote->region_size - offset)
+    return {};
   return {t.remote->region_base + offset, static_cast<size_t>(length)};
+}
+
+void endpoint::wake(int dest) noexcept {
+  const endpoint_impl& e = *impl_;
+  if (dest < 0 || static_cast<size_t>(dest) >= e.translations.size()) return;
+  const translation& t = e.translations[static_cast<size_t>(dest)];
+  if (!t.used || !t.remote || t.remote->net) return;
+  std::atomic<uint32_t>& w = shm::wake_word(t.remote->view.request);
+  // seq_cst: the writer's half of the handshake with a sleeper that checks
+  // its `ready` after announcing itself (bundle::sleep_until_message).
+  if (w.load(std::memory_order_seq_cst) & shm::sleeper_mask) shm::wake(w);
 }
 
 // ---- handlers --------------------------------------------------------------

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -149,6 +150,10 @@ struct bundle_impl {
     if (mode == bundle_mode::parallel) std::unique_lock lock(walkers);
   }
 };
+
+/// Sleeps until some endpoint of the bundle has a message pending, `also`
+/// (if given) is true, or `timeout` passes (bundle::sleep_until_message).
+void sleep_bundle(bundle_impl& b, std::chrono::nanoseconds timeout, const std::function<bool()>* also) noexcept;
 
 /// Runs handlers of one queue; returns how many messages it handled.
 unsigned poll_requests(endpoint_impl& e, unsigned budget) noexcept;

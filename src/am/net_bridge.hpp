@@ -20,6 +20,7 @@ class net_sink final : public net::sink {
   bool deliver(int peer, const net::message_header& m, const uint32_t* args, const std::byte* payload) noexcept override;
   bool give_back(int peer, const net::message_header& m, const uint32_t* args) noexcept override;
   void after_poll() noexcept override { p_.send_deferred(); }
+  void lost(int peer) noexcept override { p_.found_dead(peer, "is unreachable over the network", false, true); }
 
  private:
   process& p_;

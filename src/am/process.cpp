@@ -2,12 +2,14 @@
 
 #include <sched.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -17,6 +19,7 @@
 
 #include "am/endpoint_impl.hpp"
 #include "am/net_bridge.hpp"
+#include "shm/wake.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"
 
@@ -67,7 +70,22 @@ process::process() {
     // A job of one or a launcher that passed no descriptors: map our own.
     peers_.attach(rank_, -1, region_.get());
   }
+  dead_ = std::make_unique<std::atomic<bool>[]>(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) dead_[static_cast<size_t>(r)].store(false, std::memory_order_relaxed);
   remotes_ = std::make_unique<std::atomic<remote_endpoint*>[]>(static_cast<size_t>(size_) * max_slots_);
+  // The launcher says when a rank's process exits: its peers then stop
+  // waiting for it at once (the network would find out only after
+  // CLUMP_NET_TIMEOUT_MS, and only with messages in flight to it).
+  job_->on_peer_exit([this](int r, int status) {
+    char how[96];
+    if (WIFEXITED(status))
+      std::snprintf(how, sizeof how, "has exited with code %d (the launcher says so)", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+      std::snprintf(how, sizeof how, "was killed by signal %d (the launcher says so)", WTERMSIG(status));
+    else
+      std::snprintf(how, sizeof how, "has exited (the launcher says so)");
+    found_dead(r, how, WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  });
   for (size_t i = 0; i < static_cast<size_t>(size_) * max_slots_; ++i)
     remotes_[i].store(nullptr, std::memory_order_relaxed);
   slot_segments_.resize(cfg.max_endpoints);
@@ -213,6 +231,50 @@ process& process::get() {
 
 process* process::existing() noexcept { return instance.load(std::memory_order_acquire); }
 
+void process::found_dead(int rank, const char* how, bool quietly, bool from_network) noexcept {
+  if (rank < 0 || rank >= size_ || rank == rank_) return;
+  {
+    std::lock_guard lock(dead_mutex_);
+    if (dead_[static_cast<size_t>(rank)].load(std::memory_order_relaxed)) return;
+    dead_[static_cast<size_t>(rank)].store(true, std::memory_order_relaxed);
+    // Relaxed: published by the release increment of deaths_ below.
+    last_death_.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  }
+  // Every endpoint of it is gone: sends to them come back at once (unreachable).
+  for (uint32_t s = 0; s < max_slots_; ++s)
+    // Relaxed: a hint (see remote_endpoint::gone).
+    if (remote_endpoint* e = remotes_[static_cast<size_t>(rank) * max_slots_ + s].load(std::memory_order_acquire))
+      e->gone.store(true, std::memory_order_relaxed);
+  // Release: pairs with deaths(): whoever sees the count sees the flag.
+  deaths_.fetch_add(1, std::memory_order_release);
+  // Over the network, what it did not acknowledge comes back now (unless
+  // the network itself found it: it is giving them back already).
+  if (net_ && !from_network) net_->peer_gone(rank);
+  // A rank that ended normally (while others go on) is no error to report.
+  (quietly ? core::log_info : core::log_error)(
+      "rank %d %s; messages to it come back unreachable, and waits that depend on it end with an error", rank, how);
+}
+
+uint64_t process::check_local_peers(std::chrono::milliseconds every) noexcept {
+  const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+  auto last = last_check_.load(std::memory_order_relaxed);
+  const auto gap = std::chrono::duration_cast<std::chrono::steady_clock::duration>(every).count();
+  // Relaxed: a rate limit between this process's threads; one of them checks.
+  if (now - last < gap || !last_check_.compare_exchange_strong(last, now, std::memory_order_relaxed))
+    return deaths();
+  for (int r = 0; r < size_; ++r)
+    if (r != rank_ && peers_.base(r) && !known_dead(r) && ::kill(peers_.geometry(r).pid, 0) != 0 && errno == ESRCH)
+      found_dead(r, "has exited (its process is gone)");
+  return deaths();
+}
+
+bool process::rank_failed(int rank) noexcept {
+  if (rank < 0 || rank >= size_ || rank == rank_) return false;
+  if (!known_dead(rank) && peers_.base(rank) && ::kill(peers_.geometry(rank).pid, 0) != 0 && errno == ESRCH)
+    found_dead(rank, "has exited (its process is gone)");
+  return known_dead(rank);
+}
+
 bool process::quiesce_copies() noexcept {
   // Every process of the node that may copy into our segments: wait until
   // none is inside a copy. The caller has published the segment change
@@ -278,19 +340,18 @@ remote_endpoint* process::make_remote(int rank, uint32_t slot) noexcept {
 }
 
 boot::progress_fn process::progress_fn(bundle& b) {
-  // See boot::progress_fn: poll; after CLUMP_SPIN_BEFORE_SLEEP_US without a
-  // message, sleep on the bundle's wake word for a short while, so that a rank
-  // waiting in a barrier uses no CPU yet answers messages at once.
-  auto last_work = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::now());
-  const auto spin = std::chrono::microseconds(core::settings().spin_before_sleep_us);
-  return [&b, last_work, spin] {
-    const auto now = std::chrono::steady_clock::now();
-    if (b.poll() != 0) {
-      *last_work = now;
-      return;
-    }
-    if (now - *last_work >= spin) b.sleep_until_message(std::chrono::microseconds(200));
+  // See boot::progress_fn: the collective polls, and when idle sleeps on the
+  // bundle's wake word (a message wakes it as any sleeper), which the boot
+  // layer's socket watcher also rings when the launcher answers.
+  boot::progress_fn p;
+  p.poll = [&b] { return b.poll(); };
+  p.sleep = [&b](const std::atomic<bool>& ready, std::chrono::nanoseconds timeout) {
+    // Seq_cst: the sleeper's half of the watcher's handshake (socket_watcher.hpp).
+    const std::function<bool()> set = [&ready] { return ready.load(std::memory_order_seq_cst); };
+    detail::sleep_bundle(*b.impl(), timeout, &set);
   };
+  p.wake = [&b] { shm::wake(*b.impl()->wake); };
+  return p;
 }
 
 }  // namespace clump::am

@@ -4,6 +4,7 @@
 // endpoints (built on first use, then read without locks on every send).
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -101,6 +102,29 @@ class process {
   /// (the old memory must then be retired, not reused).
   bool quiesce_copies() noexcept;
 
+  // ---- ranks whose process is gone -------------------------------------
+  /// Records that `rank`'s process is gone (`how`: "has exited", "is
+  /// unreachable..."): said once; sends to it fail at once from now on.
+  void found_dead(int rank, const char* how, bool quietly = false, bool from_network = false) noexcept;
+  /// Looks whether the processes of this node's other ranks still exist (a
+  /// kill(pid, 0) each), at most once in `every`; returns deaths() after.
+  uint64_t check_local_peers(std::chrono::milliseconds every = std::chrono::milliseconds(100)) noexcept;
+  /// True once `rank` is known to be gone; a rank of this node is looked at now.
+  bool rank_failed(int rank) noexcept;
+  bool known_dead(int rank) const noexcept {
+    // Relaxed: a flag that only ever turns on; its news travels with deaths_.
+    return rank >= 0 && rank < size_ && dead_[static_cast<size_t>(rank)].load(std::memory_order_relaxed);
+  }
+  /// How many deaths this process has found, and how many the program has
+  /// acknowledged (acknowledge_failures); when the last was found.
+  uint64_t deaths() const noexcept { return deaths_.load(std::memory_order_acquire); }
+  uint64_t acknowledged() const noexcept { return acknowledged_.load(std::memory_order_relaxed); }
+  void acknowledge() noexcept { acknowledged_.store(deaths(), std::memory_order_relaxed); }
+  std::chrono::steady_clock::time_point last_death() const noexcept {
+    return std::chrono::steady_clock::time_point(
+        std::chrono::steady_clock::duration(last_death_.load(std::memory_order_relaxed)));
+  }
+
   /// The progress function for a boot collective called by the thread that
   /// owns bundle `b`: polls `b` (only: other bundles may belong to other
   /// threads) and, when idle, sleeps briefly on its wake word.
@@ -144,6 +168,12 @@ class process {
   std::mutex net_returns_mutex_;
   std::vector<net_return> net_returns_;
   std::atomic<bool> has_net_work_{false};
+
+  std::unique_ptr<std::atomic<bool>[]> dead_;  // by rank
+  std::atomic<uint64_t> deaths_{0}, acknowledged_{0};
+  std::atomic<std::chrono::steady_clock::rep> last_death_{0};
+  std::atomic<std::chrono::steady_clock::rep> last_check_{0};
+  std::mutex dead_mutex_;  // one finder at a time: said once
 };
 
 }  // namespace clump::am

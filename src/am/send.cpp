@@ -72,14 +72,7 @@ struct outgoing {
 
 namespace {
 
-[[gnu::cold]] bool owner_alive(am::remote_endpoint& to) noexcept {
-  if (::kill(to.pid, 0) == 0 || errno != ESRCH) return true;
-  core::log_error("rank %d (pid %d) has exited; messages to it come back as unreachable", to.rank, to.pid);
-  // Relaxed: a hint shared by this process's threads; a stale "alive" only
-  // costs another check.
-  to.gone.store(true, std::memory_order_relaxed);
-  return false;
-}
+[[gnu::cold]] bool owner_alive(am::process& proc, am::remote_endpoint& to) noexcept { return !proc.rank_failed(to.rank); }
 
 /// Writes argument words 8 and on into a packet's further lines.
 void fill_more_args(const shm::queue_ref& q, uint32_t line, uint32_t lines, const uint32_t* args,
@@ -164,7 +157,7 @@ status enqueue(endpoint_impl& from, am::remote_endpoint& to, bool reply, const o
     // So would any message to a process that has exited (checked every 1024
     // rounds: a system call, on a path that is already waiting; once found
     // dead, at once).
-    if (to.gone.load(std::memory_order_relaxed) || ((round & 1023) == 1023 && !owner_alive(to))) [[unlikely]]
+    if (to.gone.load(std::memory_order_relaxed) || ((round & 1023) == 1023 && !owner_alive(*from.proc, to))) [[unlikely]]
       return status::resource;
     wait_for_room(from, policy, round);
   }
@@ -301,7 +294,8 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
       copy_guard copying(from.proc->region().copying());
       // A consistent pair (seqlock); the receiver checks the bounds again on arrival.
       uint64_t seg_off = 0, seg_len = 0;
-      shm::read_segment(*to.view.header, seg_off, seg_len);
+      while (!shm::read_segment(*to.view.header, seg_off, seg_len))
+        if (!owner_alive(*from.proc, to)) return undeliverable(return_reason::unreachable);  // died mid-change
       if (offset > seg_len || length > seg_len - offset) [[unlikely]]
         return undeliverable(return_reason::bad_segment_offset);
       // The tag and the identity of the destination guard every byte: they

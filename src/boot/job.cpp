@@ -75,6 +75,8 @@ class singleton_job final : public job {
     ::_exit(code);
   }
 
+  void on_peer_exit(std::function<void(int, int)>) override {}
+
   std::optional<std::string> getenv_master(const std::string& name) override {
     const char* v = std::getenv(name.c_str());
     if (!v) return std::nullopt;

@@ -21,6 +21,8 @@
 
 #include <sys/types.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -32,11 +34,22 @@
 
 namespace clump::boot {
 
-/// Called over and over while a collective waits. It handles pending active
-/// messages and, when there were none for a while, may sleep for up to about
-/// a millisecond, waking at once when a message arrives. The collective only
-/// peeks at the launcher's socket between calls.
-using progress_fn = std::function<void()>;
+/// What a collective does while it waits for the launcher: it handles
+/// pending active messages (a rank blocked in a barrier must still serve the
+/// requests of ranks that have not reached it), and when there have been
+/// none for a while it sleeps, without timed naps, until a message arrives
+/// or the launcher answers (a thread of the boot layer watches the socket
+/// and calls wake). Empty functions: a plain blocking wait on the socket.
+struct progress_fn {
+  /// Handles pending active messages; returns how many.
+  std::function<unsigned()> poll;
+  /// Sleeps until a message arrives, `ready` is true, or `timeout` passes;
+  /// checks `ready` after it has announced itself as sleeping.
+  std::function<void(const std::atomic<bool>& ready, std::chrono::nanoseconds timeout)> sleep;
+  /// Ends such a sleep at once; called from another thread.
+  std::function<void()> wake;
+  explicit operator bool() const noexcept { return static_cast<bool>(poll); }
+};
 
 class job {
  public:
@@ -88,6 +101,10 @@ class job {
   [[noreturn]] virtual void exit_job(int code) = 0;
   /// The value of `name` in the launcher's environment.
   virtual std::optional<std::string> getenv_master(const std::string& name) = 0;
+  /// From now on, `f` hears (from a thread of the boot layer) of every rank
+  /// whose process exits while this one runs, with its wait status: the
+  /// launcher says so. A job of one has nobody to hear of.
+  virtual void on_peer_exit(std::function<void(int rank, int status)> f) = 0;
 };
 
 }  // namespace clump::boot

@@ -8,10 +8,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,7 +21,9 @@
 #include <clump/status.hpp>
 
 #include "boot/channel.hpp"
+#include "boot/inbox.hpp"
 #include "core/log.hpp"
+#include "core/settings.hpp"
 #include "core/tsan.hpp"
 
 namespace clump::boot {
@@ -81,9 +85,9 @@ class launched_job final : public job {
       throw error(status::bad_arg, joining, "network address longer than " + std::to_string(wire::max_net_address) +
                                                 " bytes");
     out_.push_body(wire::msg::hello, hello, {}, std::span<const int>(&region_fd, 1));
-    send(nullptr, joining, true);
+    send({}, joining, true);
 
-    frame f = receive(nullptr, joining, true, wire::msg::job);
+    frame f = receive({}, joining, true, wire::msg::job);
     wire::job_body jb{};
     if (!wire::read_body(f.payload.data(), f.payload.size(), jb))
       fail(true, joining, "short job message from clumprun");
@@ -131,7 +135,7 @@ class launched_job final : public job {
 
     region_fds_.reserve(n);
     while (region_fds_.size() < n) {
-      frame r = receive(nullptr, joining, true, wire::msg::region_fds);
+      frame r = receive({}, joining, true, wire::msg::region_fds);
       wire::region_fds_body rb{};
       if (!wire::read_body(r.payload.data(), r.payload.size(), rb) ||
           rb.first_rank != static_cast<int32_t>(region_fds_.size()) || rb.count < 0 ||
@@ -157,6 +161,11 @@ class launched_job final : public job {
   }
 
   std::vector<int> take_region_fds() override { return std::exchange(region_fds_, {}); }
+
+  void on_peer_exit(std::function<void(int rank, int status)> f) override {
+    inbox_.on_peer_exit(std::move(f));
+    inbox_.start();  // (if it cannot, collectives read the socket themselves, and notices wait for them)
+  }
 
   void barrier(const progress_fn& progress) override {
     collective(wire::collective_kind::barrier, 0, {}, nullptr, 0, progress);
@@ -202,8 +211,8 @@ class launched_job final : public job {
 
   std::optional<std::string> getenv_master(const std::string& name) override {
     out_.push(wire::msg::getenv, std::as_bytes(std::span(name.data(), name.size())));
-    send(nullptr, "getenv_master", false);
-    frame f = receive(nullptr, "getenv_master", false, wire::msg::getenv_reply);
+    send({}, "getenv_master", false);
+    frame f = receive({}, "getenv_master", false, wire::msg::getenv_reply);
     wire::getenv_reply_body b{};
     if (!wire::read_body(f.payload.data(), f.payload.size(), b))
       fail(false, "getenv_master", "short reply from clumprun");
@@ -269,24 +278,23 @@ class launched_job final : public job {
          "the socket to clumprun closed: the launcher died or is ending the job (another rank failed?)");
   }
 
-  // Waits until the socket may be ready for `events`. With a progress
-  // function the socket is only peeked at (zero timeout): the progress
-  // function itself sleeps briefly when there is nothing to do and wakes at
-  // once when a message arrives (see progress_fn), so a rank waiting here
-  // still answers active messages within microseconds without burning a
-  // core. Without one: a plain blocking poll, which still wakes when clumprun
-  // goes away.
-  void wait(short events, const progress_fn& progress) {
-    for (;;) {
-      if (progress) progress();
-      pollfd p{sock_, events, 0};
-      int r = ::poll(&p, 1, progress ? 0 : -1);
-      if (r > 0) return;  // POLLHUP and POLLERR too: the next read or write says what happened
-      if (r < 0 && errno != EINTR) {
-        core::log_error("poll on the boot socket failed: %s; ending this process", std::strerror(errno));
-        ::_exit(1);
-      }
+  // True when the socket is ready for `events` now (POLLHUP and POLLERR
+  // too: the next read or write says what happened).
+  bool ready_now(short events, int timeout_ms) {
+    pollfd p{sock_, events, 0};
+    const int r = ::poll(&p, 1, timeout_ms);
+    if (r < 0 && errno != EINTR) {
+      core::log_error("poll on the boot socket failed: %s; ending this process", std::strerror(errno));
+      ::_exit(1);
     }
+    return r > 0;
+  }
+
+  // Waits until the socket can take more of what we send (a big allgather
+  // contribution), handling active messages meanwhile.
+  void wait_writable(const progress_fn& progress) {
+    while (!ready_now(POLLOUT, progress ? 0 : -1))
+      if (progress && progress.poll() == 0) ready_now(POLLOUT, 1);
   }
 
   void send(const progress_fn& progress, const char* what, bool throwing) {
@@ -298,36 +306,45 @@ class launched_job final : public job {
         if (errno == EPIPE || errno == ECONNRESET) lost(throwing, what);
         fail(throwing, what, "sending to clumprun failed: " + errno_text(errno));
       }
-      wait(POLLOUT, progress);
+      wait_writable(progress);
     }
+  }
+
+  // What clumprun sends: `end` ends this process at once; `refuse` and
+  // anything but `expected` are errors.
+  frame accept(frame f, const char* what, bool throwing, wire::msg expected) {
+    if (f.type == wire::msg::end) {
+      // Another rank ended the job (exit_job): end quietly, as it would.
+      wire::exit_body b{};
+      wire::read_body(f.payload.data(), f.payload.size(), b);
+      std::fflush(nullptr);
+      ::_exit(b.code);
+    }
+    if (f.type == wire::msg::refuse)
+      fail(throwing, what,
+           "clumprun refused: " + std::string(reinterpret_cast<const char*>(f.payload.data()), f.payload.size()));
+    if (f.type != expected) {
+      for (int fd : f.fds) ::close(fd);
+      fail(throwing, what,
+           "unexpected message " + std::to_string(static_cast<int>(f.type)) + " from clumprun (expected " +
+               std::to_string(static_cast<int>(expected)) + ")");
+    }
+    return f;
   }
 
   frame receive(const progress_fn& progress, const char* what, bool throwing, wire::msg expected) {
     struct heard {
       ~heard() { core::heard_from_outside(); }  // whatever the frame, once it is in (see core/tsan.hpp)
     } on_return;
+    if (inbox_.started()) return from_inbox(progress, what, throwing, expected);
+    // Joining (before the inbox reads the socket): read it here.
     frame f;
     std::string why;
     for (;;) {
       switch (in_.next(f, why)) {
         case frame_reader::result::frame:
-          if (f.type == wire::msg::end) {
-            // Another rank ended the job (exit_job): end quietly, as it would.
-            wire::exit_body b{};
-            wire::read_body(f.payload.data(), f.payload.size(), b);
-            std::fflush(nullptr);
-            ::_exit(b.code);
-          }
-          if (f.type == wire::msg::refuse)
-            fail(throwing, what,
-                 "clumprun refused: " + std::string(reinterpret_cast<const char*>(f.payload.data()), f.payload.size()));
-          if (f.type != expected) {
-            for (int fd : f.fds) ::close(fd);
-            fail(throwing, what,
-                 "unexpected message " + std::to_string(static_cast<int>(f.type)) + " from clumprun (expected " +
-                     std::to_string(static_cast<int>(expected)) + ")");
-          }
-          return f;
+          if (f.type == wire::msg::peer_exited) continue;  // (no one waits on anyone yet)
+          return accept(std::move(f), what, throwing, expected);
         case frame_reader::result::bad:
           fail(throwing, what, why);
         case frame_reader::result::need_more:
@@ -339,7 +356,50 @@ class launched_job final : public job {
       if (errno == ECONNRESET) lost(throwing, what);
       if (errno != EAGAIN && errno != EWOULDBLOCK)
         fail(throwing, what, "receiving from clumprun failed: " + errno_text(errno));
-      wait(POLLIN, progress);
+      if (progress) progress.poll();
+      ready_now(POLLIN, progress ? 1 : -1);
+    }
+  }
+
+  // The answer from the inbox's queue. With a progress function it keeps
+  // handling active messages; once nothing has happened for
+  // CLUMP_SPIN_BEFORE_SLEEP_US it sleeps until a message arrives or the
+  // answer does (the inbox wakes it), so a rank waiting here answers active
+  // messages within microseconds without burning a core, and costs nothing
+  // while idle. Without one: a sleep on the inbox alone.
+  frame from_inbox(const progress_fn& progress, const char* what, bool throwing, wire::msg expected) {
+    const auto spin = std::chrono::microseconds(core::settings().spin_before_sleep_us);
+    auto last_work = std::chrono::steady_clock::now();
+    frame f;
+    std::string why;
+    for (;;) {
+      switch (inbox_.take(f, why)) {
+        case inbox::result::frame: return accept(std::move(f), what, throwing, expected);
+        case inbox::result::lost: fail(throwing, what, why);
+        case inbox::result::none: break;
+      }
+      if (progress && progress.poll() != 0) last_work = std::chrono::steady_clock::now();
+      if (progress && std::chrono::steady_clock::now() - last_work < spin) continue;
+      if (progress) {
+        inbox_.arm(progress.wake);
+        progress.sleep(inbox_.ready(), std::chrono::seconds(1));
+        inbox_.disarm();
+        last_work = std::chrono::steady_clock::now();  // a message or the answer: spin again first
+      } else {
+        std::mutex m;
+        std::condition_variable cv;
+        bool rung = false;
+        inbox_.arm([&] {
+          std::lock_guard lock(m);
+          rung = true;
+          cv.notify_one();
+        });
+        {
+          std::unique_lock lock(m);
+          cv.wait_for(lock, std::chrono::seconds(1), [&] { return rung; });
+        }
+        inbox_.disarm();
+      }
     }
   }
 
@@ -356,6 +416,7 @@ class launched_job final : public job {
   std::vector<int> region_fds_;
   frame_reader in_;
   frame_writer out_;
+  inbox inbox_{sock_, in_};  // reads the socket once the rank has joined (see start_inbox)
 };
 
 }  // namespace

@@ -33,6 +33,12 @@
 //   R -> L  exit {code}            (then R _exits; L ends the job with code)
 //   L -> R  end {code}             (another rank called exit: see below)
 //   L -> R  refuse "text"          (L is ending the job because of R's request)
+//   L -> R  peer_exited {rank, status}  (version 3: rank's process has exited
+//                with that wait status; its peers stop waiting for it)
+//
+// A rank reads what L sends with a thread of its own once it has joined
+// (boot/inbox.hpp): `end` and `peer_exited` are acted on at once, whatever
+// the program is doing; the answers wait for the thread that asked.
 //
 // Nodes and network addresses (version 2): every rank hands join() an opaque
 // blob of at most max_net_address bytes, its address for the network protocol,
@@ -78,7 +84,7 @@ namespace clump::boot::wire {
 
 /// Bumped whenever a message's layout or meaning changes; hello and job carry it
 /// so that a program and a clumprun from different builds refuse each other.
-inline constexpr uint32_t protocol_version = 2;
+inline constexpr uint32_t protocol_version = 3;
 /// "CLBT" in memory: catches a desynchronised stream at the next header.
 inline constexpr uint32_t frame_magic = 0x54424c43u;
 /// Descriptors per frame; SCM_MAX_FD is 253.
@@ -99,6 +105,7 @@ enum class msg : uint16_t {
   exit = 8,
   refuse = 9,
   end = 10,  // body: exit_body
+  peer_exited = 11,  // body: peer_exited_body
 };
 
 enum class collective_kind : uint32_t { barrier = 1, allgather = 2, broadcast = 3 };
@@ -167,6 +174,11 @@ struct collective_done_body {
 struct getenv_reply_body {
   uint32_t found;
   uint32_t reserved;
+};
+
+struct peer_exited_body {
+  int32_t rank;
+  int32_t status;  // the wait status (WIFEXITED, WIFSIGNALED ...)
 };
 
 struct exit_body {

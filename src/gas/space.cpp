@@ -28,11 +28,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <map>
 #include <new>
 #include <string>
 #include <vector>
 
+#include "core/log.hpp"
 #include "core/settings.hpp"
 #include "core/tsan.hpp"
 
@@ -57,12 +60,36 @@ struct control_line {
 
 // The process's lock, in its control line: taken by whoever runs an atomic
 // procedure on its memory (the owner's handler or a process of the node).
+// The word holds the holder's rank + 1, so that a waiter can find out that
+// the holder died holding it (else it would wait for ever): a caller then
+// gets a clump::error; a handler, which cannot throw, takes the lock over
+// and says so (what the dead holder was doing to that memory may be half
+// done).
 class lock_guard {
  public:
-  explicit lock_guard(control_line* c) : c_(c) {
+  lock_guard(control_line* c, int me, bool in_handler) : c_(c) {
     if (!c_) return;
-    for (unsigned spins = 0; c_->lock.exchange(1, std::memory_order_acquire) != 0; ++spins)
+    const uint32_t mine = static_cast<uint32_t>(me) + 1;
+    uint32_t holder = 0;
+    // Acquire: what the last holder did before its release is visible.
+    for (unsigned spins = 0; !c_->lock.compare_exchange_weak(holder, mine, std::memory_order_acquire,
+                                                             std::memory_order_relaxed);
+         ++spins) {
+      if (holder == 0) continue;
       if (spins > 64) sched_yield();
+      if ((spins & 1023) == 1023 && clump::rank_failed(static_cast<int>(holder) - 1)) {
+        if (!in_handler)
+          throw error(status::resource, "gas lock",
+                      "rank " + std::to_string(holder - 1) + " failed (its process is gone) while it held the lock "
+                      "of this memory; what it was doing to it may be half done");
+        core::log_error("rank %u failed while it held the gas lock of this process's memory; the lock is taken "
+                        "over (what it was doing to that memory may be half done)",
+                        holder - 1);
+        c_->lock.store(mine, std::memory_order_relaxed);  // relaxed: the holder is gone, nobody else takes it
+        break;
+      }
+      holder = 0;
+    }
   }
   ~lock_guard() {
     if (c_) c_->lock.store(0, std::memory_order_release);
@@ -194,16 +221,42 @@ struct space::impl {
                      std::to_string(seg_len) + ")");
   }
 
+  // Puts, gets and atomics in flight: every one is answered, or comes back
+  // (handler 0, below) when its destination failed; then it is an error.
   void wait_pending() {
     rt.wait_until([&] { return pending == 0; });
+    if (!failure.empty()) {
+      std::string why = std::move(failure);
+      failure.clear();
+      throw error(status::resource, "gas", why);
+    }
   }
+  std::string failure;  // why a message of ours came back (the first since the last wait)
 
-  // Waits for something that processes of this node may change with a plain
-  // atomic (no message, so nothing would wake a sleeper): polls and yields.
+  // Waits until `done()`, which a message's handler or another process of
+  // the node (a plain atomic, then endpoint::wake) makes true: polls, then
+  // sleeps when nothing happens (the writer wakes it). Ends with a
+  // clump::error when `from` (the rank that would make it true; -1: any)
+  // fails, or when any rank has failed and nothing has happened for a second.
   template <class Pred>
-  void spin_until(Pred&& done) {
-    for (unsigned spins = 0; !done(); ++spins)
-      if (rt.bundle().poll() == 0 && spins > 256) sched_yield();
+  void spin_until(Pred&& done, int from, const char* what) {
+    const auto spin = std::chrono::microseconds(core::settings().spin_before_sleep_us);
+    auto last_work = std::chrono::steady_clock::now();
+    const std::function<bool()> ready = [&] { return done(); };
+    for (unsigned spins = 0; !done(); ++spins) {
+      if (rt.bundle().poll() != 0) {
+        last_work = std::chrono::steady_clock::now();
+        continue;
+      }
+      if (spins > 256) sched_yield();  // a writer of this node may need the core
+      if (std::chrono::steady_clock::now() - last_work < spin) continue;
+      rt.bundle().sleep_until_message(std::chrono::milliseconds(100), ready);
+      if (done()) break;  // (what the failed rank did before it failed counts)
+      if (from >= 0 && from != rank && clump::rank_failed(from))
+        throw error(status::resource, what,
+                    "rank " + std::to_string(from) + " failed (its process is gone) before it did its part");
+      bundle::check_failures(last_work, what);
+    }
     core::heard_from_outside();  // another process made it true (see core/tsan.hpp)
   }
 
@@ -213,6 +266,7 @@ struct space::impl {
     core::sent_outside();  // see core/tsan.hpp
     if (control_line* c = control_of(r)) {
       raise(c->signal[slot], value);
+      ep.wake(r);  // it may sleep waiting for the flag (see spin_until)
       return;
     }
     sent(ep.request(r, signal_req, slot, value), "gas collective");
@@ -220,13 +274,16 @@ struct space::impl {
   // Release (with the acquire in wait_signal): the rank that sees the flag
   // sees what the signaller wrote before, its direct puts included. The first
   // load may be relaxed: a stale value only costs a failed exchange.
+  // Seq_cst besides: the writer's half of the handshake with a sleeping
+  // waiter (endpoint::wake follows).
   static void raise(std::atomic<uint64_t>& flag, uint64_t value) {
     uint64_t old = flag.load(std::memory_order_relaxed);
-    while (old < value && !flag.compare_exchange_weak(old, value, std::memory_order_acq_rel)) {
+    while (old < value && !flag.compare_exchange_weak(old, value, std::memory_order_seq_cst)) {
     }
   }
-  void wait_signal(unsigned slot, uint64_t value) {
-    spin_until([&] { return control().signal[slot].load(std::memory_order_acquire) >= value; });
+  // Seq_cst: the waiter's half (spin_until checks after announcing its sleep).
+  void wait_signal(unsigned slot, uint64_t value, int from, const char* what) {
+    spin_until([&] { return control().signal[slot].load(std::memory_order_seq_cst) >= value; }, from, what);
   }
 
   // A dissemination barrier: in round k, signal rank + 2^k and wait for rank - 2^k.
@@ -235,7 +292,7 @@ struct space::impl {
     const uint64_t e = ++epoch;
     for (unsigned k = 0, d = 1; static_cast<int>(d) < size; ++k, d <<= 1) {
       signal((rank + static_cast<int>(d)) % size, k, e);
-      wait_signal(k, e);
+      wait_signal(k, e, (rank - static_cast<int>(d) % size + size) % size, "gas::barrier");
     }
   }
 
@@ -298,14 +355,14 @@ space::space(runtime& rt, size_t segment_bytes) : impl_(std::make_unique<impl>(r
   m.atomic_req = m.ep.on_request([&m](token& t, uint32_t op, uint32_t shape, uint64_t offset, uint64_t a, uint64_t b) {
     const unsigned width = shape & 0xffu;
     if ((width != 4 && width != 8) || offset % width || offset < control_bytes || offset > m.seg_len - width) return;
-    lock_guard g(m.locked_atomics ? &m.control() : nullptr);
+    lock_guard g(m.locked_atomics ? &m.control() : nullptr, m.rank, true);
     (void)t.reply(m.atomic_ans, apply_word(m.seg.data() + offset, static_cast<atomic_op>(op), width, shape >> 8, a, b));
   });
   m.call_req = m.ep.on_request([&m](token& t, uint32_t procedure, uint64_t offset, uint64_t bytes, uint64_t argument) {
     if (procedure >= m.procedures.size() || offset < control_bytes || offset > m.seg_len || bytes > m.seg_len - offset) return;
     uint64_t r;
     {
-      lock_guard g(&m.control());
+      lock_guard g(&m.control(), m.rank, true);
       r = m.procedures[procedure](m.seg.data() + offset, argument);
     }
     (void)t.reply(m.atomic_ans, r);
@@ -319,6 +376,18 @@ space::space(runtime& rt, size_t segment_bytes) : impl_(std::make_unique<impl>(r
     // Checked by the sender; checked again here, where it matters.
     if (offset > m.seg_len || length > m.seg_len - offset) return;
     (void)t.reply(m.get_data, m.seg.subspan(offset, length), where);
+  });
+
+  // Handler 0: a message of ours that came back (its destination failed,
+  // or became unreachable). What waited for its answer is told: the wait
+  // ends with an error (wait_pending) instead of waiting for ever.
+  m.ep.on_returned([&m](const returned_message& r) {
+    const handler_index answered[] = {m.put_req.index,  m.get_req.index,    m.atomic_req.index,
+                                      m.call_req.index, m.expect_req.index, m.pulled.index};
+    if (m.pending && std::find(std::begin(answered), std::end(answered), r.handler) != std::end(answered))
+      --m.pending;
+    if (m.failure.empty())
+      m.failure = "a message to rank " + std::to_string(r.destination.rank) + " came back: " + to_string(r.reason);
   });
 
   // Everybody's name and tag; the segments must be alike.
@@ -532,8 +601,10 @@ void store_bytes(int rank, uint64_t offset, const void* src, size_t bytes) {
   if (std::byte* b = m.base[static_cast<size_t>(rank)]) {
     std::memcpy(b + offset, src, bytes);
     core::sent_outside();  // see core/tsan.hpp
-    // Release: the target that sees the count sees the bytes.
-    reinterpret_cast<control_line*>(b)->stored.fetch_add(bytes, std::memory_order_acq_rel);
+    // Release: the target that sees the count sees the bytes. Seq_cst
+    // besides: the writer's half of the handshake with a sleeping waiter.
+    reinterpret_cast<control_line*>(b)->stored.fetch_add(bytes, std::memory_order_seq_cst);
+    m.ep.wake(rank);  // it may sleep in store_sync
     return;
   }
   m.sent(m.ep.request_long(rank, m.store_req, std::span(static_cast<const std::byte*>(src), bytes), offset),
@@ -550,7 +621,7 @@ uint64_t atomic_bytes(atomic_op op, int rank, uint64_t offset, unsigned width, b
                     " bytes");
   m.count(rank, width);
   if (std::byte* b = m.base[static_cast<size_t>(rank)]) {
-    lock_guard g(m.locked_atomics ? m.control_of(rank) : nullptr);
+    lock_guard g(m.locked_atomics ? m.control_of(rank) : nullptr, m.rank, false);
     return apply_word(b + offset, op, width, is_signed, operand, desired);
   }
   ++m.pending;
@@ -570,7 +641,7 @@ uint64_t call_bytes(int procedure, int rank, uint64_t offset, size_t bytes, uint
     throw error(status::bad_arg, "gas::call_atomic", "no atomic procedure " + std::to_string(procedure));
   m.count(rank, bytes);
   if (std::byte* b = m.base[static_cast<size_t>(rank)]) {
-    lock_guard g(m.control_of(rank));
+    lock_guard g(m.control_of(rank), m.rank, false);
     return m.procedures[static_cast<size_t>(procedure)](b + offset, argument);
   }
   ++m.pending;
@@ -599,7 +670,9 @@ void sync() { space::current().internals().wait_pending(); }
 void store_sync(size_t bytes) {
   space::impl& m = space::current().internals();
   const uint64_t want = m.consumed + bytes;
-  m.spin_until([&] { return m.control().stored.load(std::memory_order_acquire) >= want; });
+  // Seq_cst: the waiter's half of the handshake with a storer of this node
+  // that wakes us (store_bytes); any rank may be storing.
+  m.spin_until([&] { return m.control().stored.load(std::memory_order_seq_cst) >= want; }, -1, "gas::store_sync");
   m.consumed = want;
 }
 
@@ -621,7 +694,8 @@ void all_store_sync() {
   // many here; a second barrier and every store in the job has landed.
   m.barrier();
   const uint64_t expected = m.control().expected.load(std::memory_order_acquire);
-  m.spin_until([&] { return m.control().stored.load(std::memory_order_acquire) >= expected; });
+  m.spin_until([&] { return m.control().stored.load(std::memory_order_seq_cst) >= expected; }, -1,
+               "gas::all_store_sync");
   m.consumed = expected;
   m.barrier();
 }
@@ -642,7 +716,7 @@ void broadcast_bytes(void* data, size_t bytes, int root) {
   if (v == 0) {
     if (bytes) std::memcpy(here, data, bytes);
   } else {
-    m.wait_signal(bcast_slot, e);
+    m.wait_signal(bcast_slot, e, (v - (v & -v) + root) % m.size, "gas::broadcast");  // from its parent in the tree
   }
   // A binomial tree: v passes to v + d for every power of two d below its lowest set bit.
   const int lowest = v == 0 ? m.size : (v & -v);
@@ -683,7 +757,7 @@ void reduce_bytes(void* data, size_t bytes, int root, void (*combine)(void* acc,
       break;
     }
     if (v + d < m.size) {
-      m.wait_signal(reduce_slot + k, e);
+      m.wait_signal(reduce_slot + k, e, (v + d + root) % m.size, "gas::reduce");
       if (bytes) combine(data, m.seg.data() + tmp + k * bytes, ctx);
     }
   }

@@ -610,13 +610,15 @@ void network::run_timers(clock::time_point now) noexcept {
 }
 
 void network::declare_unreachable(peer_state& p, int rank, const char* why) noexcept {
-  core::log_error("rank %d at %s %s for %u ms (CLUMP_NET_TIMEOUT_MS), not even keep-alives: its process, its host "
-                  "or the path to it is gone. It is now unreachable: the messages it did not acknowledge come back to "
-                  "handler 0 as unreachable, and new ones at once",
-                  rank, udp_socket::to_text(p.addr).c_str(), why, cfg_.net_timeout_ms);
+  if (std::strstr(why, "launcher") == nullptr)
+    core::log_error("rank %d at %s %s for %u ms (CLUMP_NET_TIMEOUT_MS), not even keep-alives: its process, its host "
+                    "or the path to it is gone. It is now unreachable: the messages it did not acknowledge come back "
+                    "to handler 0 as unreachable, and new ones at once",
+                    rank, udp_socket::to_text(p.addr).c_str(), why, cfg_.net_timeout_ms);
   if (cfg_.verbose >= 2) dump_locked();
   p.unreachable = true;
   ++unreachable_;
+  if (sink_) sink_->lost(rank);
   for (unsigned c = 0; c < channel_count; ++c) {
     send_channel& sc = p.out[c];
     for (uint32_t s = sc.acked; s != sc.next_seq; ++s) {
@@ -635,6 +637,13 @@ void network::declare_unreachable(peer_state& p, int rank, const char* why) noex
     rc.stalled = false;
   }
   p.ack_due = false;
+}
+
+void network::peer_gone(int peer) noexcept {
+  std::lock_guard lock(mutex_);
+  if (peer < 0 || static_cast<size_t>(peer) >= peers_.size() || !peers_[peer] || peers_[peer]->unreachable) return;
+  declare_unreachable(*peers_[peer], peer, "has exited (the launcher says so)");
+  if (!give_backs_.empty()) offer_give_backs();
 }
 
 void network::offer_give_backs() noexcept {
@@ -726,7 +735,10 @@ void network::service() noexcept {
   while (!stopping_.load(std::memory_order_relaxed)) {
     fds[0].revents = fds[1].revents = 0;
     const auto now = clock::now();
-    bool active = cfg_.progress_thread || armed_.load(std::memory_order_seq_cst) > 0;
+    // Someone sleeps (or the progress thread is on): serve until the next
+    // timer, a datagram or an eventfd write, for as long as that lasts.
+    const bool serving = cfg_.progress_thread || armed_.load(std::memory_order_seq_cst) > 0;
+    bool active = serving;
     if (active) {
       active_until = now + stay_active;
     } else if (service_active_.load(std::memory_order_relaxed)) {
@@ -756,9 +768,11 @@ void network::service() noexcept {
         next = next_timer_;
       }
       sink_->after_poll();
-      // Covering: look again within absent_after, to hand the network back
-      // to a program that polls again.
-      const timespec t = timeout_until(std::min(next, active ? active_until : clock::now() + absent_after));
+      // Lingering after the last sleeper: until active_until. Covering: look
+      // again within absent_after, to hand the network back to a program
+      // that polls again. Serving: the next timer (100 ms at most).
+      const timespec t = timeout_until(serving ? next
+                                               : std::min(next, active ? active_until : clock::now() + absent_after));
       ::ppoll(fds, 2, &t, nullptr);
     } else if (watching_.load(std::memory_order_relaxed) && !doorbell_.load(std::memory_order_relaxed)) {
       // (Relaxed: every change of these is followed by an eventfd write that

@@ -69,6 +69,8 @@ class sink {
   /// Called after every poll, without the network's lock, in the polling
   /// thread: the place to send what deliver() could only note down.
   virtual void after_poll() noexcept {}
+  /// `peer` has just been declared unreachable (called with the lock held).
+  virtual void lost(int /*peer*/) noexcept {}
 };
 
 struct statistics {
@@ -113,6 +115,10 @@ class network {
   /// datagrams received (acks and fragments too: the activity an adaptive
   /// poller follows). Returns 0 at once when another thread is at it.
   unsigned poll() noexcept;
+
+  /// The launcher says `peer`'s process has exited: it is unreachable now
+  /// (what it did not acknowledge comes back), without waiting out the timeout.
+  void peer_gone(int peer) noexcept;
 
   /// Before the process exits: acknowledges what arrived and waits up to
   /// `most` for what we sent to be acknowledged (by reachable peers).

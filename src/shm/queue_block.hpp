@@ -65,9 +65,11 @@ inline void write_segment(queue_block_header& h, uint64_t offset, uint64_t lengt
   h.segment_version.store(v + 2, std::memory_order_seq_cst);
 }
 
-/// A sender reads a consistent (offset, length) pair.
-inline void read_segment(const queue_block_header& h, uint64_t& offset, uint64_t& length) noexcept {
-  for (;;) {
+/// A sender reads a consistent (offset, length) pair. False when the owner
+/// has been changing it for a long while (some 100 000 tries): it may have
+/// died halfway, which the caller must find out (then call again, or give up).
+inline bool read_segment(const queue_block_header& h, uint64_t& offset, uint64_t& length) noexcept {
+  for (unsigned tries = 0; tries < 100'000; ++tries) {
     // Acquire: pairs with the release that ends a write. Seq_cst besides:
     // a copier counts itself (seq_cst) before this load, the owner's half of
     // that handshake is in write_segment.
@@ -76,8 +78,9 @@ inline void read_segment(const queue_block_header& h, uint64_t& offset, uint64_t
     // writer's release stores of the fields.
     offset = h.segment_offset.load(std::memory_order_acquire);
     length = h.segment_length.load(std::memory_order_acquire);
-    if ((v1 & 1u) == 0 && h.segment_version.load(std::memory_order_relaxed) == v1) return;
+    if ((v1 & 1u) == 0 && h.segment_version.load(std::memory_order_relaxed) == v1) return true;
   }
+  return false;
 }
 
 /// Bytes one queue block takes with the given parameters.

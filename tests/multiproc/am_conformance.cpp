@@ -564,12 +564,18 @@ int scenario_progress(clump::runtime& rt, bool thread) {
     auto mine = make_payload(piece, 77 + i);
     std::memcpy(ep.segment().data() + i * piece, mine.data(), piece);
   }
+  // Rank 1 says when it starts computing: reads sent earlier could be
+  // answered while it still polls (in the barrier, say).
+  std::atomic<bool> computing{false};
+  auto started = ep.on_request([&](clump::token&, uint32_t) { computing = true; });
   rt.barrier();
   if (rt.rank() == 1) {
+    CHECK(ep.request(0, started, 0u) == clump::status::ok, "start");
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
     volatile uint64_t work = 0;
     while (std::chrono::steady_clock::now() < until) work = work + 1;  // no poll in here
   } else if (rt.rank() == 0) {
+    rt.bundle().wait_until([&] { return computing.load(); });
     const auto t0 = std::chrono::steady_clock::now();
     for (uint32_t i = 0; i < reads; ++i)
       CHECK(ep.get(1, got, i * piece, (1 << 20) + i * piece, piece, i) == clump::status::ok, "get %u", i);

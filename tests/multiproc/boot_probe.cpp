@@ -47,6 +47,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <clump/status.hpp>
@@ -225,7 +226,18 @@ int main(int argc, char** argv) {
   }
   const int rank = job->rank(), size = job->size();
   long progress_calls = 0;
-  clump::boot::progress_fn progress = [&] { ++progress_calls; };
+  // Counts its polls; sleeps in short naps that end early when the boot
+  // layer's watcher says the launcher answered (it has no bundle to wake).
+  clump::boot::progress_fn progress;
+  progress.poll = [&] {
+    ++progress_calls;
+    return 0u;
+  };
+  progress.sleep = [](const std::atomic<bool>& ready, std::chrono::nanoseconds timeout) {
+    const auto until = std::chrono::steady_clock::now() + std::min<std::chrono::nanoseconds>(timeout, std::chrono::milliseconds(1));
+    while (!ready.load() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  };
+  progress.wake = [] {};
   std::vector<int> fds = job->take_region_fds();
   ::close(region);
 

@@ -1,4 +1,4 @@
-// Multi-node jobs through the built clumprun (boot protocol version 2): -N
+// Multi-node jobs through the built clumprun (boot protocol version 2 and on): -N
 // places ranks on nodes, --hosts starts them through a spawn template, every
 // rank's network address reaches every rank byte for byte, and both sides
 // refuse a peer of another protocol version or a malformed message with a
@@ -441,11 +441,12 @@ TEST_F(launcher_nodes, clumprun_refuses_a_rank_of_another_protocol_version) {
     std::vector<std::string> hello;
     std::string says;
   };
+  const std::string v = std::to_string(wire::protocol_version), next = std::to_string(wire::protocol_version + 1);
   const std::vector<bad> cases{
-      {{"1", "none"}, "the program speaks boot protocol version 1 and this clumprun version 2"},
-      {{"3", "0"}, "the program speaks boot protocol version 3 and this clumprun version 2"},
-      {{"2", "none"}, "hello of 16 bytes, expected 88"},
-      {{"2", "65"}, "malformed network address in the hello (length 65, at most 64 bytes"},
+      {{"1", "none"}, "the program speaks boot protocol version 1 and this clumprun version " + v},
+      {{next, "0"}, "the program speaks boot protocol version " + next + " and this clumprun version " + v},
+      {{v, "none"}, "hello of 16 bytes, expected 88"},
+      {{v, "65"}, "malformed network address in the hello (length 65, at most 64 bytes"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> args{"rawhello"};
@@ -473,7 +474,7 @@ TEST_F(launcher_nodes, hello_carries_the_ranks_network_address) {
   wire::net_address_slot slot{};
   std::memcpy(&body, hello->payload.data(), sizeof body);
   std::memcpy(&slot, hello->payload.data() + sizeof body, sizeof slot);
-  EXPECT_EQ(body.version, 2u);
+  EXPECT_EQ(body.version, wire::protocol_version);
   EXPECT_EQ(slot.length, 64u) << "rank 0 of the probe uses 64 bytes";
   EXPECT_EQ(slot.bytes[0], std::byte{0}) << "the first byte names the rank";
   // Handing the address back as it came lets the probe's check pass.
@@ -495,7 +496,8 @@ TEST_F(launcher_nodes, rank_refuses_malformed_job_messages) {
   // A version-1 clumprun: its job message is shorter, and the version says why.
   auto v1 = fake_launcher::job_message(1, 42, pid_placeholder);
   v1.resize(sizeof(wire::job_body) + 12);
-  cases.push_back({v1, "clumprun speaks boot protocol version 1, this program version 2"});
+  cases.push_back({v1, "clumprun speaks boot protocol version 1, this program version " +
+                           std::to_string(wire::protocol_version)});
   auto short_job = fake_launcher::job_message(wire::protocol_version, 42, pid_placeholder);
   short_job.resize(sizeof(wire::job_body) + 12);
   cases.push_back({short_job, "job message of 28 bytes from clumprun, expected 104 for 1 ranks"});

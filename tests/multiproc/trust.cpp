@@ -5,6 +5,7 @@
 // exits non-zero.
 
 #include <clump/clump.hpp>
+#include <clump/gas.hpp>
 
 #include "am/endpoint_impl.hpp"  // the garbage scenario claims lines in a peer's queue itself
 #include "am/process.hpp"
@@ -12,6 +13,8 @@
 #include "shm/queue.hpp"
 #include "shm/wake.hpp"
 
+#include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -22,6 +25,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "check.hpp"
@@ -81,6 +85,52 @@ int scenario_quiet(clump::runtime& rt, double quiet, int count) {
               rt.rank(), quiet, replies.load(), returned, (unsigned long long)s.retransmits,
               (unsigned long long)s.pings_sent, (unsigned long long)s.covered, seconds_since(t0));
   rt.barrier();
+  return failures;
+}
+
+// ---- idle is idle -----------------------------------------------------------------
+
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);  // every thread: the program's, the network's, the boot watcher's
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+// Rank 0 sleeps for `seconds` (no clump call at all) while the others wait
+// for it: first in a barrier, then in wait_until for a message rank 0 sends
+// when it wakes. A waiting rank sleeps: its process uses under 1% of a core
+// (the target is 0.1%; the bound leaves room for a loaded machine), and it
+// still wakes at once (the barrier and the message end promptly).
+int scenario_idle(clump::runtime& rt, double seconds) {
+  clump::endpoint& ep = rt.endpoint();
+  std::atomic<int> woken{0};
+  auto wake_up = ep.on_request([&](clump::token&, uint32_t) { woken.fetch_add(1); });
+  rt.barrier();
+  for (const char* how : {"barrier", "wait_until"}) {
+    const bool barrier = std::string(how) == "barrier";
+    if (rt.rank() == 0) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+      if (barrier)
+        rt.barrier();
+      else
+        for (int r = 1; r < rt.size(); ++r) CHECK(ep.request(r, wake_up, 0u) == clump::status::ok, "send");
+    } else {
+      const double cpu0 = process_cpu_seconds();
+      const auto t0 = steady::now();
+      if (barrier)
+        rt.barrier();
+      else
+        rt.wait_until([&] { return woken.load() > 0; });
+      const double wall = seconds_since(t0), cpu = process_cpu_seconds() - cpu0;
+      CHECK(cpu < 0.01 * wall, "waiting %.2f s in %s used %.1f ms of CPU (%.2f%% of a core)", wall, how, cpu * 1e3,
+            100 * cpu / wall);
+      CHECK(wall < seconds + 0.5, "the %s ended %.2f s after it began (rank 0 slept %.2f s)", how, wall, seconds);
+      std::printf("rank %d: idle in %s for %.2f s: %.2f ms of CPU (%.3f%% of a core)\n", rt.rank(), how, wall,
+                  cpu * 1e3, 100 * cpu / wall);
+    }
+    if (!barrier) rt.barrier();
+  }
   return failures;
 }
 
@@ -474,6 +524,119 @@ int scenario_replace(clump::runtime& rt, int rounds) {
   return failures;
 }
 
+// ---- no wait without a way out ------------------------------------------------------
+
+std::atomic<bool> die_in_procedure{false};
+
+// The last rank dies (SIGKILL) at `point`; every other rank is then in a
+// wait that depends on it, which must end with a clump::error (or, for a
+// message, with the message back at handler 0) within a few seconds, never
+// wait for ever. Run under clumprun --keep-going: without it, clumprun ends
+// the whole job at once, which is the other way out. The survivors leave
+// without the final barriers (the dead rank cannot join them).
+int scenario_dies(clump::runtime& rt, const std::string& point) {
+  namespace gas = clump::gas;
+  const int victim = rt.size() - 1;
+  const bool dying = rt.rank() == victim;
+  gas::space gs{rt};
+  gas::global_ptr<uint64_t> word = gas::all_alloc<uint64_t>(1);
+  // An atomic procedure that kills its caller while it holds the lock of the memory it works on.
+  const int die_holding = gas::register_atomic_procedure([](std::byte* p, uint64_t) -> uint64_t {
+    if (die_in_procedure) ::raise(SIGKILL);
+    uint64_t v;
+    std::memcpy(&v, p, sizeof v);
+    ++v;
+    std::memcpy(p, &v, sizeof v);
+    return v;
+  });
+  clump::endpoint& ep = rt.endpoint();
+  int returned = 0;
+  ep.on_returned([&](const clump::returned_message&) { ++returned; });
+  std::atomic<int> answers{0};
+  ep.on_reply([&](clump::token&, std::span<const std::byte>, uint32_t) { answers.fetch_add(1); });  // never comes
+  auto take = ep.on_request([](clump::token&, std::span<const std::byte>, uint32_t) {});
+  // (The victim dies once it is past the barrier below: asked earlier, while
+  // still in it, it would fail the barrier for the others too.)
+  std::atomic<bool> asked{false};
+  auto die = ep.on_request([&](clump::token&, std::span<const std::byte>, uint32_t) { asked = true; });
+  std::atomic<bool> go{false};
+  auto ready = ep.on_request([&](clump::token&, uint32_t) { go = true; });
+  gas::barrier();
+  auto kill_me = [] {
+    std::fflush(nullptr);
+    ::raise(SIGKILL);
+  };
+  const auto t0 = steady::now();
+  std::string ended;
+  try {
+    if (point == "gas_lock") {
+      // Every survivor keeps taking rank 0's lock; the victim (of the same
+      // node) dies holding it.
+      if (dying) {
+        die_in_procedure = true;
+        (void)gas::call_atomic(die_holding, word.on(0), 0);
+      }
+      for (;;) (void)gas::call_atomic(die_holding, word.on(0), 0);
+    } else if (point == "gas_barrier") {
+      if (dying) kill_me();
+      gas::barrier();
+    } else if (point == "gas_broadcast") {
+      if (dying) kill_me();
+      uint64_t v = 0;
+      gas::broadcast(&v, 1, victim);
+    } else if (point == "gas_read") {
+      if (dying) kill_me();
+      (void)gas::read(word.on(victim));  // over the network: a message that never comes back answered
+      ended = "the read of a failed rank's memory went through (its memory is mapped here)";
+    } else if (point == "gas_call") {
+      // The victim dies running an atomic procedure for a survivor on its
+      // own memory (over the network: its handler runs it).
+      // (Only once it says it will: a call that came earlier, while it was
+      // still in the barrier, would be answered.)
+      if (dying) {
+        die_in_procedure = true;
+        for (int r = 0; r < victim; ++r) CHECK(ep.request(r, ready, 0u) == clump::status::ok, "ready");
+        for (;;) rt.bundle().poll();
+      }
+      rt.wait_until([&] { return go.load(); });
+      (void)gas::call_atomic(die_holding, word.on(victim), 0);
+      ended = "the procedure's answer came";
+    } else if (point == "wait_until") {
+      // The victim dies instead of answering a request.
+      if (dying) {
+        rt.wait_until([&] { return asked.load(); });
+        kill_me();
+      }
+      CHECK(ep.request(victim, die, std::span<const std::byte>(), 0u) == clump::status::ok, "send");
+      rt.wait_until([&] { return answers.load() > 0; });
+      ended = "an answer came";
+    } else if (point == "seqlock") {
+      // The victim dies in the middle of changing its segment (its seqlock
+      // odd); a long message to it must not wait for ever for the change.
+      if (dying) {
+        ep.impl()->own.header->segment_version.fetch_add(1, std::memory_order_seq_cst);
+        kill_me();
+      }
+      std::vector<std::byte> data(4096, std::byte{1});
+      rt.wait_until([&] { return clump::rank_failed(victim); });
+      CHECK(ep.request_long(victim, take, data, 0, 0u) == clump::status::ok, "send");
+      rt.wait_until([&] { return returned > 0; });
+      ended = "the long message came back (" + std::to_string(returned) + ")";
+    } else {
+      std::fprintf(stderr, "unknown point %s\n", point.c_str());
+      return 1;
+    }
+  } catch (const clump::error& e) {
+    ended = e.what();
+  }
+  const double took = seconds_since(t0);
+  CHECK(!ended.empty(), "nothing ended the wait");
+  CHECK(took < 8, "the wait at %s took %.2f s to end", point.c_str(), took);
+  std::printf("rank %d: the wait at %s ended after %.2f s: %s\n", rt.rank(), point.c_str(), took, ended.c_str());
+  std::fflush(nullptr);
+  std::_Exit(failures ? 1 : 0);  // no final barriers: the dead rank cannot join them
+}
+
 // A link cut between two hosts (a command that takes a veth down, run by
 // rank 0 once traffic flows): rank 0's later requests to rank 1 come back
 // unreachable within the timeout (plus a second for scheduling), and every
@@ -534,6 +697,10 @@ int main(int argc, char** argv) {
     int failed = 0;
     if (what == "quiet" && argc >= 3)
       failed = scenario_quiet(rt, std::atof(argv[2]), argc > 3 ? std::atoi(argv[3]) : 200);
+    else if (what == "idle" && rt.size() >= 2)
+      failed = scenario_idle(rt, argc > 2 ? std::atof(argv[2]) : 2.0);
+    else if (what == "dies" && argc >= 3 && rt.size() >= 2)
+      failed = scenario_dies(rt, argv[2]);
     else if (what == "cut" && argc >= 3 && rt.size() >= 2)
       failed = scenario_cut(rt, argv[2]);
     else if (what == "wrong_tag" && rt.size() >= 2)

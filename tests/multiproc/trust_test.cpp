@@ -57,6 +57,62 @@ TEST_P(quiet_peer, computing_for_three_timeouts_without_polling_is_not_death) {
 INSTANTIATE_TEST_SUITE_P(setups, quiet_peer, ::testing::ValuesIn(quiet_setups),
                          [](const ::testing::TestParamInfo<setup>& i) { return std::string(i.param.name); });
 
+// ---- idle is idle ---------------------------------------------------------------------
+
+// A rank waiting in a barrier, and in wait_until, for 2 s uses under 1% of a
+// core (every thread of its process counted), and wakes when it should.
+TEST(idle, a_waiting_rank_sleeps_on_one_node_on_two_nodes_and_over_the_network) {
+  for (const setup& s : {setup{"shm", 2, {}, {}}, setup{"nodes2", 2, {}, {"-N", "2"}},
+                         setup{"net", 2, {"CLUMP_PROTOCOL=net"}, {}}}) {
+    cmd_result r = program_job(TRUST, s.ranks, {"idle", "2"}, s.env, s.launcher);
+    EXPECT_EQ(r.exit_code, 0) << s.name << "\n" << r.output;
+    EXPECT_NE(r.output.find("idle in barrier"), std::string::npos) << s.name << "\n" << r.output;
+    EXPECT_NE(r.output.find("idle in wait_until"), std::string::npos) << s.name << "\n" << r.output;
+  }
+}
+
+// ---- no wait without a way out -------------------------------------------------------
+
+// The last of three ranks is killed at a point where the others wait for it;
+// with --keep-going each of them ends its wait with an error naming the
+// failure (or gets its message back), within seconds, and the job reports the
+// killed rank (137).
+struct death {
+  const char* point;
+  const char* where;
+};
+
+class dies : public ::testing::TestWithParam<death> {};
+
+TEST_P(dies, the_waits_on_a_killed_rank_end) {
+  const death& d = GetParam();
+  const std::string where = d.where;
+  std::vector<std::string> env{"CLUMP_SEGMENT_SIZE=8M", "CLUMP_NET_TIMEOUT_MS=1000"};
+  std::vector<std::string> launcher{"--keep-going"};
+  if (where == "nodes2") launcher.insert(launcher.end(), {"-N", "2"});
+  if (where == "net") env.push_back("CLUMP_PROTOCOL=net");
+  for (int round = 0; round < 2; ++round) {  // the order of events differs from run to run
+    cmd_result r = program_job(TRUST, 3, {"dies", d.point}, env, launcher);
+    EXPECT_EQ(r.exit_code, 137) << r.output;
+    for (const char* rank : {"rank 0: the wait at ", "rank 1: the wait at "})
+      EXPECT_NE(r.output.find(std::string(rank) + d.point + " ended after"), std::string::npos) << rank << "\n"
+                                                                                                 << r.output;
+    EXPECT_EQ(r.output.find("check failed"), std::string::npos) << r.output;
+  }
+}
+
+const death deaths[] = {
+    {"gas_lock", "shm"},          {"gas_barrier", "shm"},    {"gas_broadcast", "shm"},
+    {"wait_until", "shm"},        {"seqlock", "shm"},        {"gas_barrier", "nodes2"},
+    {"gas_broadcast", "nodes2"},  {"gas_call", "nodes2"},    {"wait_until", "nodes2"},
+    {"gas_barrier", "net"},       {"gas_broadcast", "net"},  {"gas_call", "net"},
+    {"wait_until", "net"},
+};
+
+INSTANTIATE_TEST_SUITE_P(points, dies, ::testing::ValuesIn(deaths), [](const ::testing::TestParamInfo<death>& i) {
+  return std::string(i.param.point) + "_" + i.param.where;
+});
+
 // ---- tags and identity guard every byte -----------------------------------------
 
 const setup paths[] = {

@@ -321,6 +321,16 @@ void job_runner::on_rank_exit(rank_proc& rp, int st) {
   rp.exited = true;
   --live_;
   if (rp.sock >= 0) close_socket(rp);
+  // Its peers hear of it at once (a thread of theirs reads these): they stop
+  // waiting for it and send it nothing more, whatever they are doing.
+  if (started_ && !ending_) {
+    const wire::peer_exited_body b{rp.rank, st};
+    for (auto& q : ranks_) {
+      if (q->exited || q->sock < 0) continue;
+      q->out.push_body(wire::msg::peer_exited, b);
+      send_pending(*q);
+    }
+  }
   std::string who = fmt::format("rank {} (pid {})", rp.rank, rp.pid);
   if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
     if (o_.verbose) say(who + " exited with code 0");
