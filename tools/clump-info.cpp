@@ -14,6 +14,7 @@
 
 #include "boot/capacity.hpp"
 #include "core/settings.hpp"
+#include "net/auth.hpp"
 #include "shm/queue_block.hpp"
 
 namespace {
@@ -77,7 +78,12 @@ int main(int argc, char** argv) {
     return 0;
   }
   const bool all = !settings && !limits && !capacity;
-  if (all) fmt::print("clump {}\n\n", CLUMP_VERSION);
+  if (all) {
+    fmt::print("clump {}\n", CLUMP_VERSION);
+    const char* crypto = clump::net::authenticator::library();
+    fmt::print("datagram authentication (CLUMP_NET_AUTH): {}\n\n",
+               *crypto ? crypto : "not available (built without libsodium: install libsodium-dev and rebuild)");
+  }
   if (all || settings) print_settings();
   if (all) fmt::print("\n");
   if (all || limits) print_limits();

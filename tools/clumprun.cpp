@@ -29,7 +29,9 @@
 #include <fmt/format.h>
 
 #include "boot/wire.hpp"
+#include "core/settings.hpp"
 #include "clumprun/binding.hpp"
+#include "clumprun/handshake.hpp"
 #include "clumprun/launcher.hpp"
 #include "clumprun/nodes.hpp"
 #include "clumprun/preflight.hpp"
@@ -121,11 +123,10 @@ int main(int argc, char** argv) {
                  "that is up and not loopback")
       ->type_name("A");
   // The agent's side, set by the head (hidden).
-  std::string agent_head, agent_node_text, agent_job_text, agent_dir;
+  std::string agent_head, agent_node_text, agent_dir;
   app.add_option("--agent", agent_head)->group("");
   app.add_option("--agent-dir", agent_dir)->group("");
   app.add_option("--agent-node", agent_node_text)->group("");
-  app.add_option("--agent-job", agent_job_text)->group("");
   app.add_option("--bind", bind_text,
                  "core: rank r runs on core r % cores (all its hardware threads); none: no binding; default: core "
                  "when P <= cores, else none")
@@ -177,12 +178,10 @@ int main(int argc, char** argv) {
   if (agent) {
     char* end = nullptr;
     long node = std::strtol(agent_node_text.c_str(), &end, 10);
-    if (!plan->remote || end == agent_node_text.c_str() || *end || node < 0 || node >= plan->node_count ||
-        agent_job_text.size() != 16)
+    if (!plan->remote || end == agent_node_text.c_str() || *end || node < 0 || node >= plan->node_count)
       return usage_error("--agent is clumprun's own, for the hosts of a job started over ssh or with --remote");
     o.head = agent_head;
     o.agent_node = static_cast<int>(node);
-    o.job_id = std::strtoull(agent_job_text.c_str(), nullptr, 16);
     plan->spawn.clear();  // this is the host: the ranks start here, directly
     clumprun::set_say_prefix(fmt::format("clumprun on {}: ", plan->hosts[static_cast<size_t>(node)]));
     // Where clumprun was started, when this host has that directory too (a
@@ -262,8 +261,18 @@ int main(int argc, char** argv) {
   }
   std::set<uint64_t> seen;
   if (agent) return clumprun::run_job(o);  // the head hands out the job id and tags
-  if (!clump::boot::wire::random_u64(o.job_id)) {
+  if (!clump::boot::wire::random_u64(o.job_id) || !clumprun::handshake::random(o.net_key.data(), o.net_key.size())) {
     clumprun::say(fmt::format("getrandom failed: {}", std::strerror(errno)));
+    return exit_refused;
+  }
+  // CLUMP_NET_AUTH: datagrams authenticated when the job spans hosts (auto:
+  // --hosts, through agents or not), always (on: emulated nodes and the net
+  // protocol on one machine too), or never (off).
+  const int auth = clump::core::settings().net_auth;
+  o.net_auth = auth == 1 || (auth == 0 && !o.nodes.hosts.empty());
+  if (o.net_auth && !clumprun::handshake::available()) {
+    clumprun::say("CLUMP_NET_AUTH asks for authenticated datagrams, but this clump was built without libsodium: "
+                  "install libsodium-dev and rebuild, or set CLUMP_NET_AUTH=off to run on a network you trust");
     return exit_refused;
   }
   while (o.tags.size() < static_cast<size_t>(o.nranks)) {
@@ -275,7 +284,8 @@ int main(int argc, char** argv) {
     if (seen.insert(tag).second) o.tags.push_back(tag);
   }
   if (verbose)
-    clumprun::say(fmt::format("job {:016x}: {} rank(s) on {} node(s) of {}; binding: {}", o.job_id, o.nranks,
-                              o.nodes.node_count, *program, binding.why));
+    clumprun::say(fmt::format("job {:016x}: {} rank(s) on {} node(s) of {}; binding: {}; datagrams {}", o.job_id,
+                              o.nranks, o.nodes.node_count, *program, binding.why,
+                              o.net_auth ? "authenticated" : "not authenticated"));
   return clumprun::run_job(o);
 }

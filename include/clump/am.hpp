@@ -136,10 +136,11 @@ struct network_stats {
   uint64_t stalls;                              ///< deliveries that waited for room in a full queue
   /// Datagrams refused and dropped, never delivered: shorter than their
   /// headers say, not clump's, another wire-format version, another job, a
-  /// rank outside the job, a field out of range, or not from the address of
-  /// the rank they name.
+  /// rank outside the job, a field out of range, not from the address of
+  /// the rank they name, not authenticated (CLUMP_NET_AUTH: no or a wrong
+  /// tag), or replayed (authentic, but seen before).
   uint64_t refused_truncated, refused_foreign, refused_version, refused_other_job, refused_bad_rank,
-      refused_malformed, refused_source;
+      refused_malformed, refused_source, refused_unauthenticated, refused_replayed;
   uint64_t fault_dropped, fault_duplicated, fault_reordered, fault_delayed;  ///< CLUMP_NET_FAULT at work
   uint64_t peers_unreachable;                   ///< peers declared unreachable
   uint64_t pings_sent;                          ///< keep-alives sent to peers that were silent for a while

@@ -128,9 +128,10 @@ status send_net(endpoint_impl& from, am::remote_endpoint& to, shm::packet_kind k
   uint32_t done = 0;
   // A big payload of a blocking send is lent to the network rather than
   // copied into its retransmission buffers; the call then returns once the
-  // destination acknowledged it all (or is found unreachable).
+  // destination acknowledged it all (or is found unreachable). Not where the
+  // network would rather copy (see network::lends_payloads).
   const size_t lend = core::settings().net_lend;
-  const bool lent = lend && length >= lend && policy != when_full::give_up && data;
+  const bool lent = lend && length >= lend && policy != when_full::give_up && data && net->lends_payloads();
   uint32_t until = 0;
   for (unsigned round = 0;; ++round) {
     const status s = net->send(to.rank, m, args, data, done, lent ? &until : nullptr);
@@ -188,6 +189,8 @@ network_stats network_statistics() noexcept {
   out.refused_bad_rank = refused(refusal::bad_rank);
   out.refused_malformed = refused(refusal::malformed);
   out.refused_source = refused(refusal::wrong_source);
+  out.refused_unauthenticated = refused(refusal::unauthenticated);
+  out.refused_replayed = refused(refusal::replayed);
   out.fault_dropped = s.fault_dropped;
   out.fault_duplicated = s.fault_duplicated;
   out.fault_reordered = s.fault_reordered;

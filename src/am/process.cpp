@@ -105,7 +105,7 @@ process::process() {
       addresses[static_cast<size_t>(r)].assign(a.begin(), a.end());
     }
   sink_ = std::make_unique<net_sink>(*this);
-  net_->start(job_id_, rank_, addresses, *sink_);
+  net_->start(job_id_, rank_, addresses, *sink_, job_->net_key());
   // At a normal exit, give the network a moment to deliver what is in flight
   // and to acknowledge what arrived, so that peers see no false failures.
   std::atexit([] {
@@ -115,15 +115,26 @@ process::process() {
     if (core::settings().verbose >= 1) {
       const net::statistics s = p->net_->stats();
       uint64_t refused = 0;
-      for (uint64_t r : s.refused) refused += r;
-      core::log_info("network: %llu messages sent, %llu delivered; datagrams %llu out, %llu in; %llu retransmitted, "
-                     "%llu duplicates, %llu out of order, %llu acks, %llu stalls, %llu refused; faults: %llu dropped, "
-                     "%llu duplicated, %llu reordered, %llu delayed",
+      std::string why;
+      for (unsigned r = 0; r < net::refusal_count; ++r) {
+        refused += s.refused[r];
+        if (s.refused[r])
+          why += std::string(why.empty() ? " (" : ", ") + std::to_string(s.refused[r]) + " " +
+                 net::to_string(static_cast<net::refusal>(r));
+      }
+      if (!why.empty()) why += ")";
+      core::log_info("network: %llu messages sent, %llu delivered; datagrams %llu out, %llu in; %llu retransmitted "
+                     "(%llu timeouts, %llu tail probes, %llu gaps, %llu replies again), "
+                     "%llu duplicates, %llu out of order, %llu acks, %llu stalls, %llu refused%s; faults: %llu "
+                     "dropped, %llu duplicated, %llu reordered, %llu delayed",
                      (unsigned long long)s.messages_sent, (unsigned long long)s.messages_delivered,
                      (unsigned long long)s.datagrams_sent, (unsigned long long)s.datagrams_received,
-                     (unsigned long long)s.retransmits, (unsigned long long)s.duplicates,
+                     (unsigned long long)s.retransmits, (unsigned long long)s.resent_timeout,
+                     (unsigned long long)s.resent_probe, (unsigned long long)s.resent_gap,
+                     (unsigned long long)s.resent_reply, (unsigned long long)s.duplicates,
                      (unsigned long long)s.out_of_order, (unsigned long long)s.acks_sent,
-                     (unsigned long long)s.stalls, (unsigned long long)refused, (unsigned long long)s.fault_dropped,
+                     (unsigned long long)s.stalls, (unsigned long long)refused, why.c_str(),
+                     (unsigned long long)s.fault_dropped,
                      (unsigned long long)s.fault_duplicated, (unsigned long long)s.fault_reordered,
                      (unsigned long long)s.fault_delayed);
     }

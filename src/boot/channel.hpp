@@ -87,6 +87,10 @@ class frame_reader {
   /// Takes the next complete frame into `out`. `bad` (with the reason in `why`)
   /// when the stream is corrupt or descriptors were lost; the stream is then
   /// useless.
+  /// The largest payload next() accepts (wire::max_payload unless lowered:
+  /// a peer that has not proved who it is gets only a few bytes).
+  void limit(uint64_t max_payload) noexcept { limit_ = max_payload; }
+
   result next(frame& out, std::string& why) {
     if (lost_fds_) {
       why = "descriptors sent over the boot socket were dropped by the kernel: this process ran out of "
@@ -100,9 +104,8 @@ class frame_reader {
       why = "garbage on the boot socket (bad frame magic: CLUMP_BOOT_FD must be the socket clumprun gave the process)";
       return result::bad;
     }
-    if (h.length > wire::max_payload) {
-      why = "frame of " + std::to_string(h.length) + " bytes exceeds the limit of " +
-            std::to_string(wire::max_payload);
+    if (h.length > limit_) {
+      why = "frame of " + std::to_string(h.length) + " bytes exceeds the limit of " + std::to_string(limit_);
       return result::bad;
     }
     if (available() < sizeof h + h.length) return result::need_more;
@@ -150,6 +153,7 @@ class frame_reader {
   size_t end_ = 0;
   std::deque<int> fds_;
   bool lost_fds_ = false;
+  uint64_t limit_ = wire::max_payload;
 };
 
 /// Queues frames and sends them as the socket accepts them.

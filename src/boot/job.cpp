@@ -76,6 +76,7 @@ class singleton_job final : public job {
   }
 
   void on_peer_exit(std::function<void(int, int)>) override {}
+  std::span<const std::byte> net_key() const override { return {}; }
 
   std::optional<std::string> getenv_master(const std::string& name) override {
     const char* v = std::getenv(name.c_str());

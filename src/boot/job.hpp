@@ -91,6 +91,10 @@ class job {
   /// The network address `rank` passed to join(), byte for byte (possibly
   /// empty). Valid as long as the job.
   virtual std::span<const std::byte> net_address(int rank) const = 0;
+  /// The key that authenticates the job's datagrams (CLUMP_NET_AUTH: the
+  /// launcher decides for the job, and hands it over its socket, never in
+  /// the environment); empty when they are not authenticated.
+  virtual std::span<const std::byte> net_key() const = 0;
 
   virtual void barrier(const progress_fn& progress) = 0;
   /// dst receives size() * len bytes, rank order.

@@ -106,6 +106,12 @@ class launched_job final : public job {
                std::to_string(wire::job_length(n)) + " for " + std::to_string(size_) +
                " ranks (clumprun and this program from different builds of the same version?)");
     id_ = jb.job_id;
+    if (jb.flags & wire::job_authenticated) {
+      net_key_.assign(reinterpret_cast<const std::byte*>(jb.net_key),
+                      reinterpret_cast<const std::byte*>(jb.net_key) + sizeof jb.net_key);
+      if (std::all_of(net_key_.begin(), net_key_.end(), [](std::byte b) { return b == std::byte{0}; }))
+        fail(true, joining, "clumprun says the job authenticates its datagrams but sent no key");
+    }
     if (!job_id_hex.empty()) {
       char* end = nullptr;
       unsigned long long expected = std::strtoull(job_id_hex.c_str(), &end, 16);
@@ -161,6 +167,8 @@ class launched_job final : public job {
   }
 
   std::vector<int> take_region_fds() override { return std::exchange(region_fds_, {}); }
+
+  std::span<const std::byte> net_key() const override { return net_key_; }
 
   void on_peer_exit(std::function<void(int rank, int status)> f) override {
     inbox_.on_peer_exit(std::move(f));
@@ -413,6 +421,7 @@ class launched_job final : public job {
   std::vector<int> nodes_;
   int node_count_ = 1;
   std::vector<wire::net_address_slot> addresses_;
+  std::vector<std::byte> net_key_;  // empty: datagrams are not authenticated
   std::vector<int> region_fds_;
   frame_reader in_;
   frame_writer out_;

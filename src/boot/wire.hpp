@@ -20,8 +20,9 @@
 // Conversation (R = a rank, L = clumprun)
 //   R -> L  hello {version, rank, pid} + net_address_slot  + 1 fd: R's shared region
 //   ...  L waits until every rank said hello, then to every rank:
-//   L -> R  job {version, size, job id} + size x u64 tag + size x i32 pid
-//                + size x i32 node + size x net_address_slot
+//   L -> R  job {version, size, job id, flags, datagram key} + size x u64 tag
+//                + size x i32 pid + size x i32 node + size x net_address_slot
+//                (version 4: flags and the key of CLUMP_NET_AUTH)
 //   L -> R  region_fds {first_rank, count}       + count fds, chunks of <= 250
 //                (for a rank on another node, possibly a stand-in such as
 //                /dev/null: descriptors cannot cross machines, and a rank
@@ -84,7 +85,7 @@ namespace clump::boot::wire {
 
 /// Bumped whenever a message's layout or meaning changes; hello and job carry it
 /// so that a program and a clumprun from different builds refuse each other.
-inline constexpr uint32_t protocol_version = 3;
+inline constexpr uint32_t protocol_version = 4;
 /// "CLBT" in memory: catches a desynchronised stream at the next header.
 inline constexpr uint32_t frame_magic = 0x54424c43u;
 /// Descriptors per frame; SCM_MAX_FD is 253.
@@ -151,7 +152,14 @@ struct job_body {
   uint32_t version;
   int32_t size;
   uint64_t job_id;
+  uint32_t flags;  // job_authenticated: every datagram of the job carries a tag keyed by net_key
+  uint32_t reserved;
+  /// The datagram key (version 4). clumprun leaves it zero in the job
+  /// message of a rank on another host; that host's agent fills it in, so
+  /// that it never crosses the network.
+  uint8_t net_key[32];
 };
+inline constexpr uint32_t job_authenticated = 1;
 
 struct region_fds_body {
   int32_t first_rank;
@@ -186,7 +194,7 @@ struct exit_body {
   uint32_t reserved;
 };
 
-static_assert(sizeof(frame_header) == 16 && sizeof(hello_body) == 16 && sizeof(job_body) == 16 &&
+static_assert(sizeof(frame_header) == 16 && sizeof(hello_body) == 16 && sizeof(job_body) == 56 &&
               sizeof(collective_body) == 24 && sizeof(net_address_slot) == 8 + max_net_address);
 
 /// The exact length of a version-2 hello.

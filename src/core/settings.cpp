@@ -103,6 +103,11 @@ const setting_def registry[] = {
      "IPv4 address of this process's UDP socket; auto: the first non-loopback interface, else 127.0.0.1 "
      "(clumprun sets 127.0.0.1 for jobs on this machine)",
      false},
+    {"CLUMP_NET_AUTH", setting_type::string, "auto",
+     "authenticate every datagram of the job with a key only its processes hold (a MAC and a replay window: "
+     "nobody without the key can inject or replay one): auto (when the job spans hosts), on (emulated nodes too), "
+     "off. Decided by clumprun for the whole job",
+     false},
     {"CLUMP_NET_FAULT", setting_type::string, "",
      "fault injection for tests: drop=P,dup=P,reorder=P,delay=P,delay_us=N,dir=in|out|both,seed=N (P a "
      "probability per datagram)",
@@ -110,7 +115,12 @@ const setting_def registry[] = {
     {"CLUMP_BOOT_FD", setting_type::integer, "-1", "socket to clumprun (set by clumprun)", true},
     {"CLUMP_RANK", setting_type::integer, "0", "this process's rank (set by clumprun)", true},
     {"CLUMP_SIZE", setting_type::integer, "1", "number of ranks in the job (set by clumprun)", true},
-    {"CLUMP_JOB_ID", setting_type::string, "", "the job's id (set by clumprun)", true},
+    {"CLUMP_JOB_ID", setting_type::string, "",
+     "the job's id, checked against what the launcher says when set (clumprun no longer sets it: it is no "
+     "business of the environment)",
+     true},
+    {"CLUMP_LAUNCHER_PID", setting_type::integer, "0",
+     "the pid of the clumprun that started this rank (set by clumprun; tools find a job's processes by it)", true},
     {"CLUMP_LOCAL_RANK", setting_type::integer, "0", "rank among the processes of this node (set by clumprun)",
      true},
 };
@@ -235,6 +245,11 @@ config parse() {
   c.net_ack_delay_us = static_cast<uint32_t>(integer("CLUMP_NET_ACK_DELAY_US", 0, 1'000'000));
   c.net_rto_min_us = static_cast<uint32_t>(integer("CLUMP_NET_RTO_MIN_US", 10, 10'000'000));
   c.net_address = raw("CLUMP_NET_ADDRESS");
+  const std::string auth = raw("CLUMP_NET_AUTH");
+  if (auth == "auto") c.net_auth = 0;
+  else if (auth == "on") c.net_auth = 1;
+  else if (auth == "off") c.net_auth = 2;
+  else bad_setting("CLUMP_NET_AUTH=%s must be auto, on or off", auth.c_str());
   std::string why;
   if (!parse_fault_plan(raw("CLUMP_NET_FAULT"), c.net_fault, why))
     bad_setting("CLUMP_NET_FAULT: %s (e.g. drop=0.1,dup=0.05,reorder=0.05,seed=7)", why.c_str());

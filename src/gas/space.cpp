@@ -251,7 +251,11 @@ struct space::impl {
       if (spins > 256) sched_yield();  // a writer of this node may need the core
       if (std::chrono::steady_clock::now() - last_work < spin) continue;
       rt.bundle().sleep_until_message(std::chrono::milliseconds(100), ready);
-      if (done()) break;  // (what the failed rank did before it failed counts)
+      // What the failed rank did before it failed counts: its messages that
+      // are here already too.
+      while (rt.bundle().poll() != 0) {
+      }
+      if (done()) break;
       if (from >= 0 && from != rank && clump::rank_failed(from))
         throw error(status::resource, what,
                     "rank " + std::to_string(from) + " failed (its process is gone) before it did its part");

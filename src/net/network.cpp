@@ -38,18 +38,23 @@ bool ends_fragmented_message(const decoded& d) noexcept {
 }  // namespace
 
 struct network::send_entry {
-  std::vector<std::byte> bytes;  // the encoded datagram (or its headers, if the payload is lent), kept until acknowledged
+  // The encoded datagram (or its headers, if the payload is lent), kept until
+  // acknowledged; when authenticated and whole, with room for its trailer at the end.
+  std::vector<std::byte> bytes;
   const std::byte* lent = nullptr;  // the payload, lent by the sender until acknowledged
   size_t lent_bytes = 0;
   clock::time_point first_sent, last_sent;
   uint32_t transmissions = 0;
   bool held = false;           // the receiver holds it (selective ack): probed, not resent
   bool last_fragment = false;  // the message's final fragment: stands for the message if it comes back
+  auth_trailer trailer;        // CLUMP_NET_AUTH, lent payload: signed anew at every transmission (the acks change)
+  uint64_t queued_in = ~uint64_t{0};  // the socket's batch it waits in, if it waits (see transmit)
 };
 
 struct network::send_channel {
   uint32_t next_seq = 0;  // the next sequence number to give out
   uint32_t acked = 0;     // every sequence number below this was delivered
+  clock::time_point progress;  // when `acked` last moved: the receiver is working through what we sent
   send_entry ring[ring_size];
   uint32_t in_flight() const noexcept { return next_seq - acked; }
   send_entry& at(uint32_t seq) noexcept { return ring[seq % ring_size]; }
@@ -87,8 +92,15 @@ struct network::peer_state {
   bool rtt_known = false;
   clock::time_point heard;  // the last time it showed it is alive (or our first datagram to it)
   clock::time_point pinged;  // the last keep-alive we sent it
-  std::byte ack_bytes[sizeof(datagram_header)];
-  std::byte ping_bytes[sizeof(datagram_header)];
+  // Acks and pings go out of these: a few, since several may wait in one
+  // batch (an authenticated one must not be overwritten before it leaves:
+  // the copy would carry the same counter, a replay).
+  struct small_datagram {
+    std::byte bytes[sizeof(datagram_header) + sizeof(auth_trailer)];  // the header, then the trailer if any
+  };
+  small_datagram small[4];
+  uint64_t small_batch[4] = {~uint64_t{0}, ~uint64_t{0}, ~uint64_t{0}, ~uint64_t{0}};
+  unsigned next_small = 0;
   double rto_us(uint32_t floor_us) const noexcept {
     double r = rtt_known ? srtt_us + 4 * rttvar_us : initial_rto_us;
     return std::clamp(r, static_cast<double>(floor_us), max_rto_us);
@@ -110,20 +122,37 @@ network::~network() {
 std::vector<std::byte> network::address_blob() const {
   const sockaddr_in& a = socket_.address();
   const in_port_t port = socket_.send_port();
-  std::vector<std::byte> blob(sizeof a + sizeof port);
+  // Then whether this process can check AES-256-GCM tags: a job uses them
+  // only where every process can (see auth.hpp).
+  std::vector<std::byte> blob(sizeof a + sizeof port + 1);
   std::memcpy(blob.data(), &a, sizeof a);
   std::memcpy(blob.data() + sizeof a, &port, sizeof port);
+  blob.back() = std::byte{authenticator::gcm_available()};
   return blob;
 }
 
-void network::start(uint64_t job, int rank, std::span<const std::vector<std::byte>> addresses, sink& s) {
+void network::start(uint64_t job, int rank, std::span<const std::vector<std::byte>> addresses, sink& s,
+                    std::span<const std::byte> key) {
   std::lock_guard lock(mutex_);
   job_ = job;
   rank_ = rank;
   sink_ = &s;
+  if (!key.empty()) {
+    if (!authenticator::available() || key.size() != auth_key_bytes)
+      throw error(status::not_init, "starting the network",
+                  "this job authenticates its datagrams (CLUMP_NET_AUTH), but this clump was built without "
+                  "libsodium: install libsodium-dev and rebuild, or run with CLUMP_NET_AUTH=off on a network you "
+                  "trust");
+    bool gcm = authenticator::gcm_available();
+    for (const auto& a : addresses) gcm = gcm && (a.empty() || a.back() == std::byte{1});  // empty: not a peer
+    auth_ = std::make_unique<authenticator>(key.first<auth_key_bytes>(), static_cast<uint32_t>(rank),
+                                            static_cast<uint32_t>(addresses.size()), gcm);
+    trailer_ = sizeof(auth_trailer);
+    flags_ = flag_auth;
+  }
   peers_.resize(addresses.size());
   for (size_t r = 0; r < addresses.size(); ++r) {
-    if (static_cast<int>(r) == rank || addresses[r].size() != sizeof(sockaddr_in) + sizeof(in_port_t)) continue;
+    if (static_cast<int>(r) == rank || addresses[r].size() != sizeof(sockaddr_in) + sizeof(in_port_t) + 1) continue;
     auto p = std::make_unique<peer_state>();
     std::memcpy(&p->addr, addresses[r].data(), sizeof p->addr);
     std::memcpy(&p->send_port, addresses[r].data() + sizeof p->addr, sizeof p->send_port);
@@ -135,8 +164,10 @@ void network::start(uint64_t job, int rank, std::span<const std::vector<std::byt
   if (event_fd_ < 0)
     throw error(status::resource, "starting the network", std::string("eventfd failed: ") + std::strerror(errno));
   service_ = std::thread([this] { service(); });
-  core::log_info("network: rank %d at %s, datagrams of up to %zu bytes, window %u, %s", rank, address_text().c_str(),
-                 cfg_.net_mtu, cfg_.net_window, cfg_.progress_thread ? "progress thread" : "polled");
+  core::log_info("network: rank %d at %s, datagrams of up to %zu bytes, window %u, %s, %s", rank,
+                 address_text().c_str(), cfg_.net_mtu, cfg_.net_window,
+                 cfg_.progress_thread ? "progress thread" : "polled",
+                 auth_ ? (std::string("authenticated with ") + auth_->construction()).c_str() : "not authenticated");
 }
 
 // ---- sending ----------------------------------------------------------------
@@ -151,7 +182,7 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
   const auto ch = is_request(kind) ? channel::request : channel::reply;
   send_channel& sc = p.out[static_cast<unsigned>(ch)];
   const bool payload = carries_payload(kind);
-  const size_t room = fragment_room(cfg_.net_mtu, m.nargs);
+  const size_t room = fragment_room(cfg_.net_mtu, m.nargs) - trailer_;
   const auto now = clock::now();
   status result = status::ok;
   do {
@@ -164,10 +195,12 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
     if (done == 0) m.msg_id = seq;
     const size_t n = payload ? std::min<size_t>(room, m.length - done) : 0;
     send_entry& e = sc.at(seq);
-    e.bytes.resize(data_header_bytes + 4u * m.nargs + (until ? 0 : n));
+    const bool lend = until && n;
+    e.bytes.resize(data_header_bytes + 4u * m.nargs + (lend ? 0 : n + trailer_));
     datagram_header h{};
     h.magic = wire_magic;
     h.version = wire_version;
+    h.flags = flags_;
     h.type = static_cast<uint8_t>(datagram_type::data);
     h.channel = static_cast<uint8_t>(ch);
     h.job = job_;
@@ -178,9 +211,9 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
     m.frag_offset = done;
     std::memcpy(e.bytes.data() + sizeof h, &m, sizeof m);
     if (m.nargs) std::memcpy(e.bytes.data() + data_header_bytes, args, 4u * m.nargs);
-    e.lent = until && n ? static_cast<const std::byte*>(data) + done : nullptr;
+    e.lent = lend ? static_cast<const std::byte*>(data) + done : nullptr;
     e.lent_bytes = e.lent ? n : 0;
-    if (n && !until) std::memcpy(e.bytes.data() + data_header_bytes + 4u * m.nargs, static_cast<const std::byte*>(data) + done, n);
+    if (n && !lend) std::memcpy(e.bytes.data() + data_header_bytes + 4u * m.nargs, static_cast<const std::byte*>(data) + done, n);
     e.first_sent = now;
     e.transmissions = 0;
     e.held = false;
@@ -221,16 +254,31 @@ void network::fill_acks(peer_state& p, datagram_header& h, clock::time_point now
 }
 
 void network::transmit(peer_state& p, int /*rank*/, send_entry& e, clock::time_point now) noexcept {
+  // Queued already in the batch not yet sent: once is enough (and its bytes,
+  // and their tag, must not change before they leave).
+  if (e.queued_in == socket_.flushes()) return;
+  e.queued_in = socket_.flushes();
   // Piggyback the acknowledgements as they are now.
   datagram_header h;
   std::memcpy(&h, e.bytes.data(), sizeof h);
   fill_acks(p, h, now);
+  if (auth_) h.flags = auth_->flags(e.lent == nullptr);
   std::memcpy(e.bytes.data(), &h, sizeof h);
   p.ack_due = false;
   p.unacked = 0;
   e.last_sent = now;
   ++e.transmissions;
-  socket_.queue(p.addr, via(p), e.bytes.data(), e.bytes.size(), e.lent, e.lent_bytes);
+  if (!auth_) return socket_.queue(p.addr, via(p), e.bytes.data(), e.bytes.size(), e.lent, e.lent_bytes);
+  if (!e.lent) {
+    // In one piece, trailer included: one buffer for the system call.
+    const size_t signed_n = e.bytes.size() - sizeof e.trailer;
+    auth_->sign({e.bytes.data(), signed_n}, {}, e.trailer);
+    std::memcpy(e.bytes.data() + signed_n, &e.trailer, sizeof e.trailer);
+    return socket_.queue(p.addr, via(p), e.bytes.data(), e.bytes.size());
+  }
+  auth_->sign(e.bytes, {e.lent, e.lent_bytes}, e.trailer);
+  socket_.queue(p.addr, via(p), e.bytes.data(), e.bytes.size(), e.lent, e.lent_bytes,
+                reinterpret_cast<const std::byte*>(&e.trailer), sizeof e.trailer);
 }
 
 int network::via(peer_state& p) noexcept {
@@ -242,15 +290,25 @@ void network::send_ack(peer_state& p, int rank, datagram_type type) noexcept {
   datagram_header h{};
   h.magic = wire_magic;
   h.version = wire_version;
+  h.flags = auth_ ? auth_->flags(true) : 0;
   h.type = static_cast<uint8_t>(type);
   h.job = job_;
   h.src_rank = static_cast<uint32_t>(rank_);
   h.dst_rank = static_cast<uint32_t>(rank);
   fill_acks(p, h, clock::now());
   // Its own buffer: an ack and a ping may wait in one batch.
-  std::byte* bytes = type == datagram_type::ping ? p.ping_bytes : p.ack_bytes;
-  std::memcpy(bytes, &h, sizeof h);
-  socket_.queue(p.addr, via(p), bytes, sizeof h);
+  const unsigned slot = p.next_small++ % std::size(p.small);
+  // One waiting to leave in this batch must not be overwritten: send the batch first.
+  if (p.small_batch[slot] == socket_.flushes()) socket_.flush(clock::now());
+  p.small_batch[slot] = socket_.flushes();
+  peer_state::small_datagram& out = p.small[slot];
+  std::memcpy(out.bytes, &h, sizeof h);
+  if (auth_) {
+    auth_trailer t;
+    auth_->sign({out.bytes, sizeof h}, {}, t);
+    std::memcpy(out.bytes + sizeof h, &t, sizeof t);
+  }
+  socket_.queue(p.addr, via(p), out.bytes, sizeof h + trailer_);
   p.ack_due = false;
   p.unacked = 0;
   if (type == datagram_type::ping)
@@ -293,7 +351,30 @@ unsigned network::poll_locked(clock::time_point now) noexcept {
 
 void network::on_datagram(const std::byte* bytes, size_t n, const sockaddr_in& from, clock::time_point now) noexcept {
   decoded d;
-  const refusal r = decode(bytes, n, job_, static_cast<uint32_t>(rank_), static_cast<uint32_t>(peers_.size()), d);
+  refusal r = refusal::none;
+  if (auth_) {
+    // The trailer off (decode sees the datagram as it was signed); then, for
+    // what decode accepts (a sender rank of the job among other things), the
+    // tag and the counter.
+    const size_t signed_n = n >= sizeof(datagram_header) + trailer_ ? n - trailer_ : 0;
+    r = signed_n ? decode(bytes, signed_n, job_, static_cast<uint32_t>(rank_), static_cast<uint32_t>(peers_.size()), d,
+                          flags_)
+                 : decode(bytes, n, job_, static_cast<uint32_t>(rank_), static_cast<uint32_t>(peers_.size()), d,
+                          flags_);
+    if (r == refusal::none && !signed_n) r = refusal::truncated;
+    if (r == refusal::none) {
+      switch (auth_->check(d.h.src_rank, d.h.flags, {bytes, n})) {
+        case authenticator::verdict::ok: n = signed_n; break;
+        case authenticator::verdict::forged: r = refusal::unauthenticated; break;
+        case authenticator::verdict::replayed: r = refusal::replayed; break;
+        case authenticator::verdict::cannot:
+          r = refusal::unauthenticated;
+          break;  // GCM from a process that was told this one cannot check it: not one of the job's
+      }
+    }
+  } else {
+    r = decode(bytes, n, job_, static_cast<uint32_t>(rank_), static_cast<uint32_t>(peers_.size()), d);
+  }
   if (r != refusal::none) [[unlikely]] {
     ++refused_[static_cast<unsigned>(r)];
     if (r == refusal::wrong_version && !version_warned_) {
@@ -338,10 +419,13 @@ void network::on_acks(peer_state& p, int rank, const datagram_header& h, clock::
     const uint32_t a = h.ack[c];
     // An ack outside [acked, next_seq] is stale (reordered) or bogus: ignore its position.
     if (seq_diff(a, sc.acked) > 0 && seq_diff(a, sc.next_seq) <= 0) {
-      // One round-trip sample per ack, from the newest datagram it covers,
-      // and only if that was sent once (Karn) and not held behind a gap
-      // (its ack then measures the gap, not the path).
-      const send_entry& newest = sc.at(a - 1);
+      // One round-trip sample per ack, from the newest datagram it covers
+      // that was sent once (Karn: the ack of a datagram sent twice could be
+      // the first one's) and not held behind a gap (its ack then measures
+      // the gap, not the path).
+      uint32_t at = a - 1;
+      while (at != sc.acked && (sc.at(at).transmissions != 1 || sc.at(at).held)) --at;
+      const send_entry& newest = sc.at(at);
       if (newest.transmissions == 1 && !newest.held) {
         // Two estimates from one sample. The retransmission timeout follows
         // the whole response time, whatever made it long: a receiver that
@@ -365,6 +449,7 @@ void network::on_acks(peer_state& p, int rank, const datagram_header& h, clock::
       }
       for (uint32_t s = sc.acked; s != a; ++s) sc.at(s).transmissions = 0;
       sc.acked = a;
+      sc.progress = now;
     }
     if (seq_diff(a, sc.acked) < 0) continue;  // older news than we have
     // Held bits: mark what the receiver holds; fill gaps below the highest held at once.
@@ -385,7 +470,7 @@ void network::on_acks(peer_state& p, int rank, const datagram_header& h, clock::
     for (uint32_t s = sc.acked; s != highest_held; ++s) {
       send_entry& e = sc.at(s);
       if (e.held || micros(now - e.last_sent) < recent_us) continue;
-      ++retransmits_;
+      ++retransmits_, ++resent_[2];
       transmit(p, rank, e, now);
     }
   }
@@ -406,7 +491,7 @@ void network::on_data(peer_state& p, int rank, const std::byte* bytes, size_t n,
       for (uint32_t s = replies.acked; s != replies.next_seq; ++s) {
         send_entry& e = replies.at(s);
         if (!e.held && micros(now - e.last_sent) > p.rto_us(cfg_.net_rto_min_us) / 4) {
-          ++retransmits_;
+          ++retransmits_, ++resent_[3];
           transmit(p, rank, e, now);
         }
       }
@@ -447,7 +532,12 @@ void network::on_data(peer_state& p, int rank, const std::byte* bytes, size_t n,
     }
   }
   // Ack soon when a quarter of the window waits, so that the sender never stops for acks.
-  if (p.unacked >= std::max<uint32_t>(1, cfg_.net_window / 4)) send_ack(p, rank);
+  // (Sent now, not after the rest of the batch: a receiver busy with a long
+  // batch of large datagrams must still show its progress.)
+  if (p.unacked >= std::max<uint32_t>(1, cfg_.net_window / 4)) {
+    send_ack(p, rank);
+    socket_.flush(now);
+  }
 }
 
 void network::drain_held(peer_state& p, int rank, recv_channel& rc, clock::time_point now) noexcept {
@@ -456,7 +546,8 @@ void network::drain_held(peer_state& p, int rank, recv_channel& rc, clock::time_
   while (!rc.at(rc.next).empty()) {
     std::vector<std::byte>& slot = rc.at(rc.next);
     decoded d;
-    decode(slot.data(), slot.size(), job_, static_cast<uint32_t>(rank_), static_cast<uint32_t>(peers_.size()), d);
+    decode(slot.data(), slot.size(), job_, static_cast<uint32_t>(rank_), static_cast<uint32_t>(peers_.size()), d,
+           flags_);
     if (!consume(p, rank, rc, d)) {
       rc.stalled = true;
       break;
@@ -559,32 +650,56 @@ void network::run_timers(clock::time_point now) noexcept {
         next = std::min(next, due);
     }
     const double rto = p.rto_us(cfg_.net_rto_min_us);
-    // The tail loss probe: the newest datagram of a channel, if nothing
-    // follows it, has no later datagram to reveal its loss (or the loss of
-    // its ack) through the held bits, so it is sent again after two round
-    // trips and an ack delay rather than a whole timeout (the receiver
-    // answers a duplicate with an ack at once).
     const double probe = p.rtt_known ? std::min(rto, 2 * p.srtt_us + cfg_.net_ack_delay_us) : rto;
     bool in_flight = false;
     for (unsigned c = 0; c < channel_count; ++c) {
       send_channel& sc = p.out[c];
-      for (uint32_t s = sc.acked; s != sc.next_seq; ++s) {
-        send_entry& e = sc.at(s);
-        in_flight = true;
-        // A held datagram needs no resending, but it is probed now and then
-        // (an immediate ack comes back), so that a lost ack cannot leave the
-        // window closed.
-        const double backoff = static_cast<double>(1u << std::min<uint32_t>(e.transmissions - 1, 8));
-        const bool tail = s + 1 == sc.next_seq && e.transmissions == 1 && !e.held;
-        const double wait = tail ? probe : std::min(max_rto_us, rto * backoff * (e.held ? 8 : 1));
-        auto due = e.last_sent + std::chrono::microseconds(static_cast<int64_t>(wait));
-        if (due <= now) {
-          ++retransmits_;
-          transmit(p, rank, e, now);
-          due = now + std::chrono::microseconds(static_cast<int64_t>(std::min(max_rto_us, 2 * wait)));
+      if (sc.in_flight() == 0) continue;
+      in_flight = true;
+      // One timer per channel, as TCP's: for the oldest datagram the
+      // receiver does not hold, from its last transmission or from the last
+      // ack of new data, whichever is later (datagrams queued behind others
+      // at a busy receiver wait for those: no reason to send them again).
+      // When it fires, that datagram goes again, and the newest too, whose
+      // ack's held bits then show every gap between, repaired at once (see
+      // on_acks); everything else in flight stays put. A channel whose
+      // datagrams the receiver all holds (it has no room yet) is probed with
+      // its newest, now and then, so that a lost ack cannot leave the window
+      // closed. The tail loss probe: the newest datagram, if nothing follows
+      // it, has no later datagram to reveal its loss (or the loss of its
+      // ack), so it goes again after two round trips and an ack delay
+      // rather than a whole timeout (the receiver answers a duplicate with
+      // an ack at once).
+      uint32_t oldest = sc.acked;
+      while (oldest != sc.next_seq && sc.at(oldest).held) ++oldest;
+      const uint32_t newest_seq = sc.next_seq - 1;
+      send_entry& newest = sc.at(newest_seq);
+      const bool all_held = oldest == sc.next_seq;
+      send_entry& e = all_held ? newest : sc.at(oldest);
+      const double backoff = static_cast<double>(1u << std::min<uint32_t>(e.transmissions - 1, 8));
+      const bool tail = !all_held && oldest == newest_seq && e.transmissions == 1;
+      const double wait = tail ? probe : std::min(max_rto_us, rto * backoff * (all_held ? 8 : 1));
+      auto due = std::max(e.last_sent, sc.progress) + std::chrono::microseconds(static_cast<int64_t>(wait));
+      if (due <= now) {
+        ++retransmits_, ++resent_[tail ? 1 : 0];
+        transmit(p, rank, e, now);
+        if (&e != &newest && !newest.held) {
+          ++retransmits_, ++resent_[0];
+          transmit(p, rank, newest, now);
         }
-        next = std::min(next, due);
+        due = now + std::chrono::microseconds(static_cast<int64_t>(std::min(max_rto_us, 2 * wait)));
+      } else if (!tail && !all_held && newest.transmissions == 1 && !newest.held) {
+        // The newest's own tail probe, when older datagrams are in flight.
+        const auto probe_due =
+            std::max(newest.last_sent, sc.progress) + std::chrono::microseconds(static_cast<int64_t>(probe));
+        if (probe_due <= now) {
+          ++retransmits_, ++resent_[1];
+          transmit(p, rank, newest, now);
+        } else {
+          next = std::min(next, probe_due);
+        }
       }
+      next = std::min(next, due);
     }
     if (in_flight && cfg_.net_timeout_ms) {
       const auto budget = std::chrono::milliseconds(cfg_.net_timeout_ms);
@@ -642,6 +757,10 @@ void network::declare_unreachable(peer_state& p, int rank, const char* why) noex
 void network::peer_gone(int peer) noexcept {
   std::lock_guard lock(mutex_);
   if (peer < 0 || static_cast<size_t>(peer) >= peers_.size() || !peers_[peer] || peers_[peer]->unreachable) return;
+  // What it sent before it died may be in our socket still (the launcher's
+  // word can overtake it): take that in first, it counts.
+  poll_locked(clock::now());
+  if (peers_[peer]->unreachable) return;
   declare_unreachable(*peers_[peer], peer, "has exited (the launcher says so)");
   if (!give_backs_.empty()) offer_give_backs();
 }
@@ -846,6 +965,10 @@ statistics network::stats() const noexcept {
   s.messages_sent = messages_sent_;
   s.messages_delivered = messages_delivered_;
   s.retransmits = retransmits_;
+  s.resent_timeout = resent_[0];
+  s.resent_probe = resent_[1];
+  s.resent_gap = resent_[2];
+  s.resent_reply = resent_[3];
   s.duplicates = duplicates_;
   s.out_of_order = out_of_order_;
   s.acks_sent = acks_sent_;

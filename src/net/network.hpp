@@ -38,6 +38,7 @@
 #include <clump/status.hpp>
 
 #include "core/settings.hpp"
+#include "net/auth.hpp"
 #include "net/udp.hpp"
 #include "net/wire.hpp"
 
@@ -76,6 +77,9 @@ class sink {
 struct statistics {
   uint64_t datagrams_sent, datagrams_received, bytes_sent, bytes_received;
   uint64_t messages_sent, messages_delivered, retransmits, duplicates, out_of_order, acks_sent, stalls;
+  // The retransmissions by cause: a timeout, a tail probe, a gap the
+  // receiver's held bits showed, a reply sent again for a duplicate request.
+  uint64_t resent_timeout, resent_probe, resent_gap, resent_reply;
   uint64_t refused[refusal_count];  // by refusal reason
   uint64_t fault_dropped, fault_duplicated, fault_reordered, fault_delayed;
   uint64_t peers_unreachable, send_errors;
@@ -92,8 +96,13 @@ class network {
   /// This process's address as an opaque blob for the job's rendezvous.
   std::vector<std::byte> address_blob() const;
   /// Starts talking to the job: `addresses[r]` is rank r's blob (empty for
-  /// ranks never reached over the network). Starts the service thread.
-  void start(uint64_t job, int rank, std::span<const std::vector<std::byte>> addresses, sink& s);
+  /// ranks never reached over the network). With a `key` (auth_key_bytes),
+  /// every datagram is authenticated (net/auth.hpp); throws clump::error
+  /// when this build cannot. Starts the service thread.
+  void start(uint64_t job, int rank, std::span<const std::vector<std::byte>> addresses, sink& s,
+             std::span<const std::byte> key = {});
+  /// True when datagrams are authenticated.
+  bool authenticated() const noexcept { return auth_ != nullptr; }
 
   static capabilities caps() noexcept { return {true, true, false, true}; }
 
@@ -102,6 +111,9 @@ class network {
   /// ok: the whole message is handed over; in_use: the window is full (poll,
   /// then call again with the same m and done); resource: the peer is
   /// unreachable (what was handed over already will not be delivered).
+  /// False when send() should not be given `until`: the payload is better
+  /// copied (an authenticated datagram is signed fastest in one piece).
+  bool lends_payloads() const noexcept { return !(auth_ && auth_->wants_one_piece()); }
   /// With `until`, the payload is lent rather than copied: it must stay valid
   /// and unchanged until settled(peer, m, *until), and *until is set when
   /// the whole message is handed over.
@@ -175,6 +187,9 @@ class network {
 
   core::config cfg_;
   udp_socket socket_;
+  std::unique_ptr<authenticator> auth_;  // null: datagrams are not authenticated
+  size_t trailer_ = 0;                   // sizeof(auth_trailer) when they are
+  uint8_t flags_ = 0;                    // flag_auth when authenticated: what decode() expects (flag_gcm aside)
   mutable std::mutex mutex_;
   uint64_t job_ = 0;
   int rank_ = 0;
@@ -188,6 +203,7 @@ class network {
     uint32_t args[max_args];
   };
   std::vector<give_back_item> give_backs_;  // undeliverable messages not yet taken by the sink
+  uint64_t resent_[4] = {};  // by cause, as in statistics
   uint64_t messages_sent_ = 0, messages_delivered_ = 0, retransmits_ = 0, duplicates_ = 0, out_of_order_ = 0,
            acks_sent_ = 0, stalls_ = 0, unreachable_ = 0, pings_sent_ = 0;
   uint64_t refused_[refusal_count] = {};

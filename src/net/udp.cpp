@@ -139,14 +139,15 @@ std::string udp_socket::to_text(const sockaddr_in& a) {
 std::string udp_socket::address_text() const { return to_text(self_); }
 
 void udp_socket::queue(const sockaddr_in& to, int via, const std::byte* data, size_t n, const std::byte* body,
-                       size_t body_n) {
-  const uint8_t parts = body_n ? 2 : 1;
+                       size_t body_n, const std::byte* tail, size_t tail_n) {
+  const uint8_t parts = static_cast<uint8_t>(1 + (body_n ? 1 : 0) + (tail_n ? 1 : 0));
   auto add = [&] {
     out_peers_.push_back(to);
     out_via_.push_back(via);
     out_parts_.push_back(parts);
     out_iov_.push_back({const_cast<std::byte*>(data), n});
     if (body_n) out_iov_.push_back({const_cast<std::byte*>(body), body_n});
+    if (tail_n) out_iov_.push_back({const_cast<std::byte*>(tail), tail_n});
   };
   if (faults_.outgoing && (faults_.drop > 0 || faults_.duplicate > 0 || faults_.reorder > 0 || faults_.delay > 0)) {
     if (random_.chance(faults_.drop)) {
@@ -160,6 +161,7 @@ void udp_socket::queue(const sockaddr_in& to, int via, const std::byte* data, si
       (reorder ? counters_.fault_reordered : counters_.fault_delayed)++;
       std::vector<std::byte> copy(data, data + n);
       copy.insert(copy.end(), body, body + body_n);
+      copy.insert(copy.end(), tail, tail + tail_n);
       held_out_.push_back({to, via, std::move(copy),
                            delay ? clock::now() + std::chrono::microseconds(faults_.delay_us) : clock::time_point{}});
       return;
@@ -183,6 +185,7 @@ void udp_socket::flush(clock::time_point now) {
       out_iov_.push_back({held_out_[i].bytes.data(), held_out_[i].bytes.size()});
     }
   const size_t total = out_parts_.size();
+  ++flushes_;
   if (total == 0) return;
   out_msgs_.resize(total);
   for (size_t i = 0, part = 0; i < total; part += out_parts_[i], ++i) {
@@ -211,7 +214,7 @@ void udp_socket::flush(clock::time_point now) {
       const msghdr& m = out_msgs_[run].msg_hdr;
       ssize_t n;
       do {
-        if (m.msg_iovlen == 2)
+        if (m.msg_iovlen >= 2)
           n = ::sendmsg(fd, &m, 0);
         else if (via >= 0)
           n = ::send(fd, m.msg_iov[0].iov_base, m.msg_iov[0].iov_len, 0);

@@ -73,14 +73,17 @@ class udp_socket {
   static std::string to_text(const sockaddr_in& a);
 
   /// Queues a datagram of `n` bytes at `data`, followed by `body_n` bytes at
-  /// `body` (if any), for the next flush(), to `to` through the main socket
-  /// or, if `via` >= 0, through that socket from connect_to(to). The bytes
-  /// are copied only when a fault holds them back; otherwise they must stay
-  /// valid until flush().
+  /// `body` and `tail_n` at `tail` (if any), for the next flush(), to `to`
+  /// through the main socket or, if `via` >= 0, through that socket from
+  /// connect_to(to). The bytes are copied only when a fault holds them back;
+  /// otherwise they must stay valid until flush().
   void queue(const sockaddr_in& to, int via, const std::byte* data, size_t n, const std::byte* body = nullptr,
-             size_t body_n = 0);
+             size_t body_n = 0, const std::byte* tail = nullptr, size_t tail_n = 0);
   /// Sends everything queued (and held datagrams whose delay is over).
   void flush(clock::time_point now);
+  /// Counts flushes: a datagram queued when flushes() was B is still waiting
+  /// (its bytes must not change) as long as flushes() is B.
+  uint64_t flushes() const noexcept { return flushes_; }
   /// True when held datagrams (delay or reorder) are waiting.
   bool holding() const noexcept { return !held_out_.empty() || !held_in_.empty(); }
 
@@ -111,11 +114,12 @@ class udp_socket {
   core::config::fault_plan faults_;
   random_source random_;
   udp_counters counters_;
+  uint64_t flushes_ = 0;
 
   // Outgoing batch.
   std::vector<struct mmsghdr> out_msgs_;
   std::vector<struct iovec> out_iov_;   // every part of every queued datagram, in order
-  std::vector<uint8_t> out_parts_;       // per queued datagram: how many of out_iov_ (1 or 2)
+  std::vector<uint8_t> out_parts_;       // per queued datagram: how many of out_iov_ (1 to 3)
   std::vector<int> out_via_;             // per queued datagram: the connected socket, or -1
   std::vector<sockaddr_in> out_peers_;
   std::deque<held> held_out_;

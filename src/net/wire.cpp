@@ -12,11 +12,14 @@ const char* to_string(refusal r) noexcept {
     case refusal::bad_rank: return "source or destination rank not in this job";
     case refusal::malformed: return "malformed";
     case refusal::wrong_source: return "not from the address of the rank it names";
+    case refusal::unauthenticated: return "not authenticated (no or a wrong tag: not from this job)";
+    case refusal::replayed: return "replayed (authentic, but seen before)";
   }
   return "unknown";
 }
 
-refusal decode(const std::byte* bytes, size_t n, uint64_t job, uint32_t me, uint32_t size, decoded& out) noexcept {
+refusal decode(const std::byte* bytes, size_t n, uint64_t job, uint32_t me, uint32_t size, decoded& out,
+               uint8_t flags) noexcept {
   if (n < sizeof(datagram_header)) {
     // Too short for a header; still tell a foreign datagram from a short clump one.
     return n >= 4 && std::memcmp(bytes, &wire_magic, 4) == 0 ? refusal::truncated : refusal::not_clump;
@@ -28,7 +31,8 @@ refusal decode(const std::byte* bytes, size_t n, uint64_t job, uint32_t me, uint
   if (h.job != job) return refusal::other_job;
   if (h.src_rank >= size || h.dst_rank != me || h.src_rank == me) return refusal::bad_rank;
   // Reserved fields are zero, so that a later version may give them a meaning.
-  if (h.flags != 0 || h.reserved != 0) return refusal::malformed;
+  if (h.reserved != 0) return refusal::malformed;
+  if ((h.flags & ~(flags ? flag_gcm : 0)) != flags) return flags ? refusal::unauthenticated : refusal::malformed;
   if (h.type == static_cast<uint8_t>(datagram_type::ack) || h.type == static_cast<uint8_t>(datagram_type::ping))
     return n == sizeof h ? refusal::none : refusal::malformed;
   if (h.type != static_cast<uint8_t>(datagram_type::data) || h.channel >= channel_count) return refusal::malformed;

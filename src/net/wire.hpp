@@ -37,6 +37,11 @@ inline constexpr uint8_t wire_version = 2;
 inline constexpr unsigned channel_count = 2;
 enum class channel : uint8_t { request = 0, reply = 1 };
 
+/// datagram_header::flags: the datagram ends with an authentication trailer...
+inline constexpr uint8_t flag_auth = 1;
+/// ...whose tag is AES-256-GCM's (else ChaCha20-Poly1305's): see net/auth.hpp.
+inline constexpr uint8_t flag_gcm = 2;
+
 /// data: one fragment of a message; ack: acknowledgements only; ping: a
 /// keep-alive that asks for an ack at once (sent by the library itself while
 /// a peer is silent, so that a peer that computes is not taken for dead).
@@ -73,7 +78,7 @@ struct datagram_header {
   uint8_t version;
   uint8_t type;      // a datagram_type
   uint8_t channel;   // data: the channel this datagram travels on
-  uint8_t flags;     // 0 (reserved for the authentication trailer)
+  uint8_t flags;     // flag_auth: an auth_trailer ends the datagram (net/auth.hpp); else 0
   uint64_t job;      // the job id: a datagram of another job is dropped
   uint32_t src_rank;
   uint32_t dst_rank;
@@ -130,8 +135,10 @@ enum class refusal : uint8_t {
   bad_rank,       // a source or destination rank outside the job, or not us
   malformed,      // a field out of range
   wrong_source,   // well formed, but not from the address the rank it names has (found by the network, not decode)
+  unauthenticated,  // the job authenticates datagrams (CLUMP_NET_AUTH) and this one's tag is missing or wrong
+  replayed,         // authentic, but its counter was seen before (or is older than the window): a replay
 };
-inline constexpr unsigned refusal_count = 8;
+inline constexpr unsigned refusal_count = 10;
 
 const char* to_string(refusal r) noexcept;
 
@@ -145,8 +152,12 @@ struct decoded {
 };
 
 /// Checks and takes apart `n` bytes received from the network for job `job`
-/// at rank `me` of `size`. Never reads outside [bytes, bytes + n).
-refusal decode(const std::byte* bytes, size_t n, uint64_t job, uint32_t me, uint32_t size, decoded& out) noexcept;
+/// at rank `me` of `size`; `flags` is what the header's flags must be (0, or
+/// flag_auth in a job that authenticates, with flag_gcm or not: `n` then
+/// excludes the trailer, which the network checks). Never reads outside
+/// [bytes, bytes + n).
+refusal decode(const std::byte* bytes, size_t n, uint64_t job, uint32_t me, uint32_t size, decoded& out,
+               uint8_t flags = 0) noexcept;
 
 /// Signed distance between sequence numbers a - b (wrap-around safe).
 inline constexpr int32_t seq_diff(uint32_t a, uint32_t b) noexcept { return static_cast<int32_t>(a - b); }

@@ -76,7 +76,7 @@ bool payload_kind(uint8_t k) { return k == 2 || k == 3 || k == 7 || k == 8; }
 bool known_kind(uint8_t k) { return request_kind(k) || k == 6 || k == 7 || k == 8 || k == 10; }
 
 /// The rules of wire.hpp, in the order they are documented to apply.
-refusal model(const uint8_t* b, size_t n, uint64_t job, uint32_t me, uint32_t size) {
+refusal model(const uint8_t* b, size_t n, uint64_t job, uint32_t me, uint32_t size, uint8_t flags) {
   const bool magic = n >= 4 && u32(b, at_magic) == wire_magic;
   if (n < dh) return magic ? refusal::truncated : refusal::not_clump;
   if (!magic) return refusal::not_clump;
@@ -84,7 +84,11 @@ refusal model(const uint8_t* b, size_t n, uint64_t job, uint32_t me, uint32_t si
   if (u64(b, at_job) != job) return refusal::other_job;
   const uint32_t src = u32(b, at_src), dst = u32(b, at_dst);
   if (src >= size || dst != me || src == me) return refusal::bad_rank;
-  if (b[at_flags] != 0 || u32(b, at_reserved) != 0) return refusal::malformed;
+  if (u32(b, at_reserved) != 0) return refusal::malformed;
+  // The flags a job expects: 0, or flag_auth with or without flag_gcm (a
+  // wrong one in an authenticated job is a datagram from outside it).
+  if (flags == 0 && b[at_flags] != 0) return refusal::malformed;
+  if (flags != 0 && b[at_flags] != flag_auth && b[at_flags] != (flag_auth | flag_gcm)) return refusal::unauthenticated;
   if (b[at_type] == 2 || b[at_type] == 3) return n == dh ? refusal::none : refusal::malformed;  // an ack or a ping is its header alone
   if (b[at_type] != 1 || b[at_channel] > 1) return refusal::malformed;
   if (n < data_headers) return refusal::truncated;
@@ -102,14 +106,14 @@ refusal model(const uint8_t* b, size_t n, uint64_t job, uint32_t me, uint32_t si
   return refusal::none;
 }
 
-void check(const uint8_t* data, size_t n, uint64_t job, uint32_t me, uint32_t size) {
+void check(const uint8_t* data, size_t n, uint64_t job, uint32_t me, uint32_t size, uint8_t flags) {
   const auto* bytes = reinterpret_cast<const std::byte*>(data);
   decoded a, b;
   std::memset(&a, 0x00, sizeof a);
   std::memset(&b, 0xa5, sizeof b);
-  const refusal r = decode(bytes, n, job, me, size, a);
-  FUZZ_CHECK(decode(bytes, n, job, me, size, b) == r);  // same answer whatever `out` held
-  FUZZ_CHECK(r == model(data, n, job, me, size));
+  const refusal r = decode(bytes, n, job, me, size, a, flags);
+  FUZZ_CHECK(decode(bytes, n, job, me, size, b, flags) == r);  // same answer whatever `out` held
+  FUZZ_CHECK(r == model(data, n, job, me, size, flags));
   FUZZ_CHECK(static_cast<unsigned>(r) < refusal_count);
   FUZZ_CHECK(to_string(r) != nullptr);
   if (r != refusal::none) return;
@@ -153,12 +157,15 @@ void check(const uint8_t* data, size_t n, uint64_t job, uint32_t me, uint32_t si
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t n) {
-  check(data, n, clump::fuzz::fuzz_job, 0, 2);
-  if (n >= 24) {
-    // As the rank it is addressed to, in a job just large enough for its source.
-    const uint32_t dst = u32(data, at_dst), src = u32(data, at_src);
-    const uint32_t size = src > dst ? src + (src < 0xffffffffu) : dst + (dst < 0xffffffffu);
-    check(data, n, clump::fuzz::fuzz_job, dst, size);
+  // In a job that does not authenticate its datagrams, and in one that does.
+  for (uint8_t flags : {uint8_t{0}, flag_auth}) {
+    check(data, n, clump::fuzz::fuzz_job, 0, 2, flags);
+    if (n >= 24) {
+      // As the rank it is addressed to, in a job just large enough for its source.
+      const uint32_t dst = u32(data, at_dst), src = u32(data, at_src);
+      const uint32_t size = src > dst ? src + (src < 0xffffffffu) : dst + (dst < 0xffffffffu);
+      check(data, n, clump::fuzz::fuzz_job, dst, size, flags);
+    }
   }
   return 0;
 }

@@ -66,8 +66,9 @@ target_include_directories(trust PRIVATE ${PROJECT_SOURCE_DIR}/src)  # the garba
 
 add_executable(trust_test ${CMAKE_CURRENT_LIST_DIR}/trust_test.cpp)
 target_link_libraries(trust_test PRIVATE GTest::gtest_main)
-target_compile_definitions(trust_test PRIVATE CLUMPRUN="$<TARGET_FILE:clumprun>" TRUST="$<TARGET_FILE:trust>")
-add_dependencies(trust_test clumprun trust)
+target_compile_definitions(trust_test PRIVATE CLUMPRUN="$<TARGET_FILE:clumprun>" TRUST="$<TARGET_FILE:trust>"
+                           ATTACKER="$<TARGET_FILE:datagram_attacker>")
+add_dependencies(trust_test clumprun trust datagram_attacker)
 gtest_discover_tests(trust_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 240 LABELS "multiproc;trust")
 
 # A veth cut between two hosts (on the bridge's side: datagrams vanish, no

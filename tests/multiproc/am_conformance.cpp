@@ -650,7 +650,8 @@ int scenario_killed(clump::runtime& rt) {
   for (int i = 0; i < 100; ++i) CHECK(ep.request(victim, ping, sent++) == clump::status::ok, "send after");
   rt.bundle().poll();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  CHECK(unreachable - before == 100, "%d of 100 later sends came back", unreachable - before);
+  // All of them (earlier sends that were in flight may still be coming back too).
+  CHECK(unreachable - before >= 100, "%d of 100 later sends came back", unreachable - before);
   CHECK(secs < 1, "later sends took %.2f s to come back", secs);
   CHECK(other == 0, "%d came back for another reason", other);
   // (Replies before the kill are likely but not certain: the victim may die

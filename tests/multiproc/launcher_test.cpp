@@ -147,18 +147,16 @@ TEST_F(launcher, crashing_rank_ends_the_job_and_is_named) {
 
 TEST_F(launcher, rank_that_exits_before_joining_does_not_leave_the_others_waiting) {
   auto start = std::chrono::steady_clock::now();
-  cmd_result r = run_cmd(job(3, {"early", "1", "0"}, {"-v"}), job_timeout);
+  child_process c(job(3, {"early", "1", "0"}, {"-v"}));
+  cmd_result r = c.wait(job_timeout);
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
   EXPECT_NE(r.output.find("clumprun: rank 1 (pid "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("exited without joining the job"), std::string::npos) << r.output;
-  // The others may be ended before they print anything: find them by job id.
-  size_t at = r.output.find("clumprun: job ");
-  ASSERT_NE(at, std::string::npos) << r.output;
-  std::string id = r.output.substr(at + 14, 16);
+  // The others may be ended before they print anything: find them by their launcher.
   auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (!processes_of_job(id).empty() && std::chrono::steady_clock::now() < deadline) ::usleep(10000);
-  EXPECT_TRUE(processes_of_job(id).empty()) << r.output;
+  while (!processes_of_job(c.pid()).empty() && std::chrono::steady_clock::now() < deadline) ::usleep(10000);
+  EXPECT_TRUE(processes_of_job(c.pid()).empty()) << r.output;
 }
 
 TEST_F(launcher, killing_one_rank_ends_the_job) {

@@ -500,7 +500,9 @@ TEST_F(launcher_nodes, rank_refuses_malformed_job_messages) {
                            std::to_string(wire::protocol_version)});
   auto short_job = fake_launcher::job_message(wire::protocol_version, 42, pid_placeholder);
   short_job.resize(sizeof(wire::job_body) + 12);
-  cases.push_back({short_job, "job message of 28 bytes from clumprun, expected 104 for 1 ranks"});
+  cases.push_back({short_job, "job message of " + std::to_string(sizeof(wire::job_body) + 12) +
+                                  " bytes from clumprun, expected " + std::to_string(wire::job_length(1)) +
+                                  " for 1 ranks"});
   cases.push_back({fake_launcher::job_message(wire::protocol_version, 42, pid_placeholder, 1),
                    "clumprun put rank 0 on node 1, outside 0..0"});
   wire::net_address_slot long_slot{};

@@ -88,11 +88,11 @@ inline std::vector<pid_t> survivors(const std::map<int, pid_t>& pids, std::chron
   }
 }
 
-// Processes (of any parentage) whose environment says they belong to job
-// `id` (CLUMP_JOB_ID, hex as clumprun sets it), found through /proc.
-inline std::vector<pid_t> processes_of_job(const std::string& id) {
+// Processes (of any parentage) whose environment says they were started by
+// the clumprun of pid `launcher` (CLUMP_LAUNCHER_PID), found through /proc.
+inline std::vector<pid_t> processes_of_job(pid_t launcher) {
   std::vector<pid_t> found;
-  const std::string needle = "CLUMP_JOB_ID=" + id;
+  const std::string needle = "CLUMP_LAUNCHER_PID=" + std::to_string(launcher);
   if (DIR* d = ::opendir("/proc")) {
     while (dirent* e = ::readdir(d)) {
       if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
@@ -173,7 +173,7 @@ class fake_launcher {
 
   std::vector<std::string> env(int size) const {
     return {"CLUMP_BOOT_FD=" + std::to_string(sv_[1]), "CLUMP_RANK=0", "CLUMP_SIZE=" + std::to_string(size),
-            "CLUMP_JOB_ID"};
+            "CLUMP_JOB_ID", "CLUMP_LAUNCHER_PID"};
   }
 
   // After the rank has been started: our copy of its end would hide its exit.
@@ -200,7 +200,7 @@ class fake_launcher {
                                             const clump::boot::wire::net_address_slot& address = {}) {
     namespace wire = clump::boot::wire;
     std::vector<std::byte> body(wire::job_length(1));
-    wire::job_body jb{version, 1, 0x1234};
+    wire::job_body jb{version, 1, 0x1234, 0, 0, {}};
     std::byte* at = body.data();
     for (auto [p, len] : {std::pair<const void*, size_t>{&jb, sizeof jb}, {&tag, 8}, {&pid, 4}, {&node, 4},
                           {&address, sizeof address}}) {

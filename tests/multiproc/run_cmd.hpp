@@ -34,6 +34,7 @@ struct cmd_result {
   int signal = 0;          ///< the signal that killed it, or 0
   bool timed_out = false;  ///< the deadline passed and the test killed it
   std::string output;      ///< stdout and stderr, interleaved as written
+  std::chrono::steady_clock::time_point ended{};  ///< when the command was seen to end (within ~20 ms)
 };
 
 /// A command running in its own process group.
@@ -133,6 +134,7 @@ class child_process {
       pid_t w = ::waitpid(pid_, &st, WNOHANG);
       if (w == pid_) {
         reaped_ = true;
+        r.ended = std::chrono::steady_clock::now();
         break;
       }
       if (std::chrono::steady_clock::now() >= deadline) {
@@ -140,6 +142,7 @@ class child_process {
         ::kill(-pid_, SIGKILL);
         ::waitpid(pid_, &st, 0);
         reaped_ = true;
+        r.ended = std::chrono::steady_clock::now();
         break;
       }
       // The pipe wakes us when output arrives or the last writer exits; the

@@ -637,6 +637,61 @@ int scenario_dies(clump::runtime& rt, const std::string& point) {
   std::_Exit(failures ? 1 : 0);  // no final barriers: the dead rank cannot join them
 }
 
+// ---- authenticated jobs ----------------------------------------------------------
+
+// Rank 1 streams requests to rank 0 (numbered, with a payload that checks
+// itself) for `seconds` while an attacker replays, truncates and forges the
+// job's datagrams (datagram_attacker, started by trust_test.cpp once rank 0
+// says where it listens). Every request is handled once and answered once,
+// every payload arrives intact, and rank 0 says what it refused.
+int scenario_auth_stream(clump::runtime& rt, double seconds) {
+  clump::endpoint& ep = rt.endpoint();
+  constexpr uint32_t most = 1 << 20;
+  std::vector<uint8_t> handled(most), answered(most);
+  int twice = 0, damaged = 0;
+  std::atomic<uint32_t> replies{0};
+  auto ack = ep.on_reply([&](clump::token&, uint32_t i) {
+    if (i < most && answered[i]++) ++twice;
+    replies.fetch_add(1);
+  });
+  auto req = ep.on_request([&](clump::token& t, std::span<const std::byte> d, uint32_t i) {
+    if (i < most && handled[i]++) ++twice;
+    if (first_changed(d, i) >= 0) ++damaged;
+    (void)t.reply(ack, i);
+  });
+  rt.barrier();
+  if (rt.rank() == 0) {
+    std::printf("auth: listening at %s\n", clump::network_address().c_str());
+    std::fflush(stdout);
+  }
+  const auto until = steady::now() + std::chrono::duration<double>(seconds);
+  uint32_t sent = 0;
+  if (rt.rank() == 1) {
+    std::vector<std::byte> data(700);
+    while (steady::now() < until && sent < most) {
+      fill(data, sent);
+      CHECK(ep.request(0, req, data, sent) == clump::status::ok, "send %u", sent);
+      ++sent;
+      if (sent - replies.load() > 200) rt.bundle().wait_until([&] { return sent - replies.load() <= 100; });
+    }
+    rt.bundle().wait_until([&] { return replies.load() >= sent; });
+    for (uint32_t i = 0; i < sent; ++i) CHECK(answered[i] == 1, "request %u answered %d times", i, answered[i]);
+  } else {
+    rt.wait_until([&] { return steady::now() >= until; });  // serving meanwhile
+  }
+  rt.barrier();
+  CHECK(twice == 0, "%d messages were handled twice", twice);
+  CHECK(damaged == 0, "%d payloads arrived changed", damaged);
+  const clump::network_stats s = clump::network_statistics();
+  std::printf("auth: rank %d sent %u requests; refused %llu unauthenticated, %llu replayed, %llu truncated, "
+              "%llu malformed, %llu not from their rank's address; %llu retransmissions\n",
+              rt.rank(), sent, (unsigned long long)s.refused_unauthenticated, (unsigned long long)s.refused_replayed,
+              (unsigned long long)s.refused_truncated, (unsigned long long)s.refused_malformed,
+              (unsigned long long)s.refused_source, (unsigned long long)s.retransmits);
+  rt.barrier();
+  return failures;
+}
+
 // A link cut between two hosts (a command that takes a veth down, run by
 // rank 0 once traffic flows): rank 0's later requests to rank 1 come back
 // unreachable within the timeout (plus a second for scheduling), and every
@@ -701,6 +756,8 @@ int main(int argc, char** argv) {
       failed = scenario_idle(rt, argc > 2 ? std::atof(argv[2]) : 2.0);
     else if (what == "dies" && argc >= 3 && rt.size() >= 2)
       failed = scenario_dies(rt, argv[2]);
+    else if (what == "auth_stream" && rt.size() == 2)
+      failed = scenario_auth_stream(rt, argc > 2 ? std::atof(argv[2]) : 3.0);
     else if (what == "cut" && argc >= 3 && rt.size() >= 2)
       failed = scenario_cut(rt, argv[2]);
     else if (what == "wrong_tag" && rt.size() >= 2)

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -56,6 +57,70 @@ TEST_P(quiet_peer, computing_for_three_timeouts_without_polling_is_not_death) {
 
 INSTANTIATE_TEST_SUITE_P(setups, quiet_peer, ::testing::ValuesIn(quiet_setups),
                          [](const ::testing::TestParamInfo<setup>& i) { return std::string(i.param.name); });
+
+// ---- authenticated jobs -----------------------------------------------------------------
+
+// Whether libsodium uses AES-256-GCM here (it needs both instructions).
+bool cpu_has_aes_and_clmul() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("flags", 0) == 0)
+      return line.find(" aes") != std::string::npos && line.find(" pclmulqdq") != std::string::npos;
+  return false;
+}
+
+// A job over the network with authenticated datagrams (CLUMP_NET_AUTH=on),
+// attacked while it runs: its own datagrams, captured off the loopback, sent
+// back replayed, truncated and forged from the sending rank's own address
+// and port. Nothing of it is delivered (every request handled and answered
+// exactly once, every payload intact), all of it is counted, the job
+// completes. Needs root (the capture); skipped otherwise.
+TEST(authentication, replayed_truncated_and_forged_datagrams_are_refused_and_counted) {
+  for (const char* how : {"nodes2", "net"}) {
+    std::vector<std::string> env{"CLUMP_NET_AUTH=on", "CLUMP_SEGMENT_SIZE=8M", "CLUMP_VERBOSE=1"};
+    std::vector<std::string> argv{CLUMPRUN, "-n", "2", "--timeout", "60"};
+    if (std::string(how) == "nodes2") argv.insert(argv.end(), {"-N", "2"});
+    else env.push_back("CLUMP_PROTOCOL=net");
+    argv.insert(argv.end(), {TRUST, "auth_stream", "4"});
+    clump::test::child_process job(argv, env);
+    ASSERT_TRUE(job.wait_for_output("auth: listening at ", 1, std::chrono::seconds(30))) << job.output();
+    const std::string& text = job.output();
+    const size_t at = text.find("auth: listening at ") + 19;
+    const std::string address = text.substr(at, text.find('\n', at) - at);
+    const std::string report = ::testing::TempDir() + "attack-report";
+    cmd_result a = clump::test::run_cmd({ATTACKER, "--to", address, "--report", report, "--capture-ms", "600",
+                                         "--attack-ms", "2000"},
+                                        std::chrono::seconds(30));
+    if (a.exit_code == 77) GTEST_SKIP() << a.output;
+    cmd_result r = job.wait(std::chrono::seconds(60));
+    EXPECT_EQ(a.exit_code, 0) << a.output;
+    EXPECT_EQ(r.exit_code, 0) << how << "\n" << a.output << r.output;
+    // Rank 0's refusals: the replays as replays, the rest as unauthenticated or truncated.
+    unsigned long long sent = 0, unauth = 0, replayed = 0, truncated = 0, malformed = 0, source = 0, rtx = 0;
+    const size_t line = r.output.find("auth: rank 0 sent ");
+    ASSERT_NE(line, std::string::npos) << r.output;
+    ASSERT_EQ(std::sscanf(r.output.c_str() + line,
+                          "auth: rank 0 sent %llu requests; refused %llu unauthenticated, %llu replayed, %llu "
+                          "truncated, %llu malformed, %llu not from their rank's address; %llu",
+                          &sent, &unauth, &replayed, &truncated, &malformed, &source, &rtx),
+              7)
+        << r.output;
+    EXPECT_GT(replayed, 0u) << a.output << r.output;
+    EXPECT_GT(unauth, 0u) << a.output << r.output;
+    EXPECT_GT(unauth + truncated + malformed, 0u) << a.output << r.output;
+    EXPECT_NE(r.output.find("auth: rank 1 sent "), std::string::npos) << r.output;
+    // Both ranks sign with AES-256-GCM where the CPU has AES and carry-less
+    // multiply (libsodium's condition), else with ChaCha20-Poly1305.
+    const char* construction = cpu_has_aes_and_clmul() ? "AES-256-GCM" : "ChaCha20-Poly1305";
+    for (const char* rank : {"clump[0]: network: rank 0 ", "clump[1]: network: rank 1 "}) {
+      const size_t at = r.output.find(rank);
+      ASSERT_NE(at, std::string::npos) << r.output;
+      const std::string start_line = r.output.substr(at, r.output.find('\n', at) - at);
+      EXPECT_NE(start_line.find(std::string("authenticated with ") + construction), std::string::npos) << start_line;
+    }
+  }
+}
 
 // ---- idle is idle ---------------------------------------------------------------------
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "boot/channel.hpp"
+#include "handshake.hpp"
 #include "boot/wire.hpp"
 #include "launcher.hpp"
 #include "output.hpp"
@@ -55,6 +56,9 @@ struct connection {
   int fd = -1;
   frame_reader in;
   frame_writer out;
+  // Head, before the agent has proved itself: the challenge it must answer, and by when.
+  handshake::nonce challenge{};
+  steady::time_point prove_by{};
   ~connection();
 };
 
@@ -189,7 +193,9 @@ class job_runner {
 
   // Remote jobs (remote.cpp).
   bool agent_ = false;       // this clumprun is an agent
-  std::string key_;          // the job's secret: agents prove they were started by us
+  handshake::secret secret_{};  // the job's secret: head and agents prove to each other they share it
+  std::array<unsigned char, 32> agent_net_key_{};  // agent: the datagram key, from the head through ssh
+  uint64_t agent_job_id_ = 0;                      // agent: the job's id, from the head once it proved itself
   int listen_fd_ = -1;       // head: where agents connect
   std::string listen_text_;  // head: "a.b.c.d:port"
   std::vector<host_link> hosts_;

@@ -32,7 +32,7 @@ constexpr auto give_up_after_kill = std::chrono::seconds(5);
 constexpr int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 // What clumprun sets for each rank; stale values from an enclosing job are dropped.
 constexpr const char* rank_variables[] = {"CLUMP_BOOT_FD", "CLUMP_RANK", "CLUMP_SIZE", "CLUMP_LOCAL_RANK",
-                                          "CLUMP_JOB_ID"};
+                                          "CLUMP_JOB_ID", "CLUMP_LAUNCHER_PID"};
 
 // Where the network protocol binds its socket; the user's value wins.
 constexpr const char* net_address_variable = "CLUMP_NET_ADDRESS";
@@ -145,7 +145,10 @@ void job_runner::spawn(rank_proc& rp) {
   env.push_back(fmt::format("CLUMP_RANK={}", rp.rank));
   env.push_back(fmt::format("CLUMP_SIZE={}", n_));
   env.push_back(fmt::format("CLUMP_LOCAL_RANK={}", o_.nodes.local_rank[r]));
-  env.push_back(fmt::format("CLUMP_JOB_ID={:016x}", o_.job_id));
+  // Not the job's id: the environment of a process is no place for what ties
+  // datagrams to the job (see docs/guide.md, security). The launcher's pid
+  // tells tools which processes are this job's.
+  env.push_back(fmt::format("CLUMP_LAUNCHER_PID={}", ::getpid()));
   // With --hosts the words of the spawn template come first; the wrapper must
   // keep the environment and the boot socket (ip netns exec and env do).
   std::vector<std::string> words = spawn_words(o_.nodes, node);

@@ -8,6 +8,7 @@
 
 #include <sched.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -28,6 +29,11 @@ struct launch_options {
   std::vector<std::string> bind_descriptions;
   uint64_t job_id = 0;
   std::vector<uint64_t> tags;  ///< one per rank: distinct, never 0 or 1
+  /// CLUMP_NET_AUTH: the ranks authenticate their datagrams with net_key (on
+  /// by default when the job spans hosts). The key goes to the ranks in
+  /// their job message; to an agent, on its standard input.
+  bool net_auth = false;
+  std::array<unsigned char, 32> net_key{};
   node_plan nodes;             ///< which node each rank is on, and how it is started there
 
   // Remote launch (tools/clumprun/remote.cpp): with --hosts and ssh (or

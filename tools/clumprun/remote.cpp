@@ -1,10 +1,12 @@
 // Jobs across hosts: with --hosts and an ssh template (or --remote), the
 // clumprun the user runs (the head) starts one clumprun per host (an agent)
 // through the spawn template, e.g. `ssh HOST clumprun --agent ...`. The agent
-// connects back to the head over TCP, proves it with the job's key (which
-// the head gave it on its standard input, not on the command line), receives
-// the user's CLUMP_* settings, and starts that host's ranks as a local
-// clumprun would: boot socketpairs, core binding, --label. It then relays.
+// connects back to the head over TCP; the two prove to each other that they
+// share the job's secret (which the head gave the agent on its standard
+// input, not on the command line: see handshake.hpp); the agent then
+// receives the job's id and the user's CLUMP_* settings, and starts that
+// host's ranks as a local clumprun would: boot socketpairs, core binding,
+// --label. It then relays.
 //
 // Relaying keeps the boot protocol of src/boot/wire.hpp untouched, on both
 // ends: every frame a rank sends to its agent goes to the head wrapped in a
@@ -22,7 +24,9 @@
 // host's ranks as failed, and the agent ends its ranks when the head is gone.
 //
 // Conversation on the TCP stream (frames as in wire.hpp, without descriptors):
-//   A -> H  agent_hello {version, node, key}
+//   H -> A  challenge {version, nonce_h}          (at once; see handshake.hpp)
+//   A -> H  hello {version, node, nonce_a, proof_a}
+//   H -> A  welcome {proof_h, job id}
 //   H -> A  agent_env  "NAME=VALUE\0"...   (the head's CLUMP_* variables)
 //   A -> H  started {rank, pid}            (for each rank it started)
 //   A <-> H relay {rank, type, nfds} + the frame's payload
@@ -64,14 +68,27 @@ constexpr auto relay = static_cast<wire::msg>(102);
 constexpr auto started = static_cast<wire::msg>(103);
 constexpr auto exited = static_cast<wire::msg>(104);
 constexpr auto signal = static_cast<wire::msg>(105);
+constexpr auto challenge = static_cast<wire::msg>(106);
+constexpr auto welcome = static_cast<wire::msg>(107);
 
-constexpr size_t key_bytes = 16;
-
+struct challenge_body {
+  uint32_t version;  // wire::protocol_version
+  uint32_t reserved;
+  handshake::nonce nonce;
+};
 struct hello_body {
   uint32_t version;  // wire::protocol_version
   int32_t node;
-  char key[2 * key_bytes];  // hex
+  handshake::nonce nonce;
+  handshake::proof proof;
 };
+struct welcome_body {
+  handshake::proof proof;
+  uint64_t job_id;
+};
+// What a connection may send before it has proved itself, and how long it has.
+constexpr uint64_t unproven_payload = 256;
+constexpr auto prove_within = std::chrono::seconds(10);
 struct relay_body {
   int32_t rank;
   uint16_t type;  // the relayed frame's
@@ -189,16 +206,16 @@ bool job_runner::start_remote() {
     return false;
   }
   listen_text_ = fmt::format("{}:{}", address, ntohs(a.sin_port));
-  unsigned char raw[agent_wire::key_bytes];
-  for (size_t i = 0; i < sizeof raw; i += 8) {
-    uint64_t v = 0;
-    if (!wire::random_u64(v)) {
-      end_job(1, fmt::format("getrandom failed: {}", errno_text()));
-      return false;
-    }
-    std::memcpy(raw + i, &v, 8);
+  if (!handshake::available()) {
+    end_job(1, "jobs across hosts need a clumprun built with libsodium (its agents and the head prove to each other "
+               "that they belong to the job, and the ranks authenticate their datagrams): install libsodium-dev "
+               "and rebuild clump");
+    return false;
   }
-  for (unsigned char c : raw) key_ += fmt::format("{:02x}", c);
+  if (!handshake::random(secret_.data(), secret_.size())) {
+    end_job(1, fmt::format("getrandom failed: {}", errno_text()));
+    return false;
+  }
   placeholder_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   // Each rank's boot socket is a socketpair whose other end is the relay.
   for (auto& rp : ranks_) {
@@ -228,16 +245,18 @@ bool job_runner::start_remote() {
 void job_runner::spawn_agent(host_link& h) {
   const std::string& host = o_.nodes.hosts[static_cast<size_t>(h.node)];
   std::vector<std::string> words = spawn_words(o_.nodes, h.node);
-  std::vector<std::string> agent = {o_.self, "--agent", listen_text_, "--agent-node", std::to_string(h.node),
-                                    "--agent-job", fmt::format("{:016x}", o_.job_id)};
+  // No job id or secret on the command line: every user of the host can read it.
+  std::vector<std::string> agent = {o_.self, "--agent", listen_text_, "--agent-node", std::to_string(h.node)};
   agent.insert(agent.end(), o_.own_arguments.begin(), o_.own_arguments.end());
   for (auto& w : agent) words.push_back(o_.quote_for_shell ? shell_quote(w) : w);
-  // The key goes in through a pipe on the agent's standard input: never on a
-  // command line, which every user of the host can read.
+  // The secret and the datagram key go in through a pipe on the agent's
+  // standard input (ssh carries it encrypted): never on a command line,
+  // which every user of the host can read.
   int key_pipe[2];
   if (::pipe2(key_pipe, O_CLOEXEC) != 0)
     return end_job(1, fmt::format("could not start the agent for host {}: pipe: {}", host, errno_text()));
-  const std::string line = key_ + "\n";
+  const std::string line = handshake::to_hex(secret_.data(), secret_.size()) + "\n" +
+                           handshake::to_hex(o_.net_key.data(), o_.net_key.size()) + "\n";
   [[maybe_unused]] ssize_t w = ::write(key_pipe[1], line.data(), line.size());
   ::close(key_pipe[1]);
   std::vector<char*> argv;
@@ -276,29 +295,39 @@ void job_runner::on_accept() {
     if (fd < 0) return;
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    pending_.push_back(std::make_unique<connection>());
-    pending_.back()->fd = fd;
+    auto c = std::make_unique<connection>();
+    c->fd = fd;
+    // Until it proves itself: a small frame at most, a few seconds, and the challenge now.
+    c->in.limit(agent_wire::unproven_payload);
+    c->prove_by = steady::now() + agent_wire::prove_within;
+    if (!handshake::random(c->challenge.data(), c->challenge.size())) continue;
+    c->out.push_body(agent_wire::challenge, agent_wire::challenge_body{wire::protocol_version, 0, c->challenge});
+    c->out.flush(c->fd);
+    pending_.push_back(std::move(c));
   }
 }
 
-// A connection that has not said who it is: the first frame must be a hello
-// with the key; anything else is dropped without a word.
+// A connection that has not proved it belongs to the job: the first frame
+// must be a hello that answers its challenge; anything else is dropped.
 void job_runner::on_pending(size_t i) {
   connection& c = *pending_[i];
   ssize_t n = c.in.fill(c.fd);
   frame f;
   std::string why;
-  auto drop = [&] { pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i)); };
-  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return drop();
+  auto drop = [&](const char* what) {
+    if (o_.verbose) say(fmt::format("refused a connection to {}: {}", listen_text_, what));
+    pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+  };
+  if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return drop("it closed");
   auto r = c.in.next(f, why);
   if (r == frame_reader::result::need_more) return;
   agent_wire::hello_body h{};
-  if (r == frame_reader::result::bad || f.type != agent_wire::hello || f.payload.size() != sizeof h) return drop();
+  if (r == frame_reader::result::bad || f.type != agent_wire::hello || f.payload.size() != sizeof h)
+    return drop("it sent something other than a hello");
   std::memcpy(&h, f.payload.data(), sizeof h);
-  if (std::string(h.key, sizeof h.key) != key_ || h.node < 0 || h.node >= static_cast<int>(hosts_.size())) {
-    if (o_.verbose) say("refused a connection that did not give this job's key");
-    return drop();
-  }
+  if (h.node < 0 || h.node >= static_cast<int>(hosts_.size()) ||
+      !handshake::verify(secret_, 'A', h.node, c.challenge, h.nonce, h.proof))
+    return drop("it did not prove it knows this job's secret");
   host_link& link = hosts_[static_cast<size_t>(h.node)];
   if (h.version != wire::protocol_version || link.conn) {
     return end_job(1, fmt::format("host {}: {}; ending the job", o_.nodes.hosts[static_cast<size_t>(h.node)],
@@ -309,7 +338,12 @@ void job_runner::on_pending(size_t i) {
   }
   link.conn = std::move(pending_[i]);
   link.connected = true;
-  drop();
+  pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+  link.conn->in.limit(wire::max_payload);
+  // Our half: the answer to its challenge, and the job's id.
+  link.conn->out.push_body(agent_wire::welcome,
+                           agent_wire::welcome_body{handshake::prove(secret_, 'H', h.node, h.nonce, link.conn->challenge),
+                                                    o_.job_id});
   // The user's settings: ssh does not carry the environment.
   std::string env;
   for (char** e = environ; e && *e; ++e)
@@ -318,6 +352,12 @@ void job_runner::on_pending(size_t i) {
   link.conn->out.push(agent_wire::env, std::as_bytes(std::span(text->data(), text->size())), {}, {}, text);
   link.conn->out.flush(link.conn->fd);
   if (o_.verbose) say(fmt::format("host {}: agent connected", o_.nodes.hosts[static_cast<size_t>(h.node)]));
+  // Every agent has joined: nobody else may connect.
+  if (std::all_of(hosts_.begin(), hosts_.end(), [](const host_link& l) { return l.connected; })) {
+    ::close(listen_fd_);
+    listen_fd_ = -1;
+    pending_.clear();
+  }
 }
 
 void job_runner::on_link(host_link& h, short revents) {
@@ -420,6 +460,8 @@ void job_runner::on_agent_exit(host_link& h, int st) {
 }
 
 void job_runner::check_links(steady::time_point now) {
+  // Connections that have not proved themselves in time are dropped.
+  std::erase_if(pending_, [&](const std::unique_ptr<connection>& c) { return now >= c->prove_by; });
   if (ending_ || now < connect_by_) return;
   for (auto& h : hosts_)
     if (!h.conn && !h.agent_exited && h.agent_pid > 0) {
@@ -445,17 +487,27 @@ void job_runner::signal_remote(const rank_proc& rp, int sig) {
 
 bool job_runner::start_agent() {
   agent_ = true;
-  // The key: the first line of standard input.
-  char buf[128];
+  // The secret and the datagram key: the first two lines of standard input.
+  char buf[256];
   size_t got = 0;
-  while (got < sizeof buf && (got == 0 || buf[got - 1] != '\n')) {
+  for (int lines = 0; got < sizeof buf && lines < 2;) {
     ssize_t n = ::read(STDIN_FILENO, buf + got, sizeof buf - got);
     if (n <= 0) break;
+    for (ssize_t k = 0; k < n; ++k) lines += buf[got + static_cast<size_t>(k)] == '\n';
     got += static_cast<size_t>(n);
   }
-  key_.assign(buf, got && buf[got - 1] == '\n' ? got - 1 : got);
-  if (key_.size() != 2 * agent_wire::key_bytes) {
-    say("--agent is clumprun's own: the head starts it with the job's key on standard input");
+  const std::string text(buf, got);
+  const size_t nl = text.find('\n');
+  if (nl == std::string::npos || !handshake::from_hex(text.substr(0, nl), secret_.data(), secret_.size()) ||
+      !handshake::from_hex(text.substr(nl + 1, text.find('\n', nl + 1) - nl - 1), agent_net_key_.data(),
+                           agent_net_key_.size())) {
+    say("--agent is clumprun's own: the head starts it with the job's secret on standard input");
+    exit_code_ = 1;
+    return false;
+  }
+  if (!handshake::available()) {
+    say("this clumprun was built without libsodium: it cannot prove to the head that it belongs to the job; "
+        "install libsodium-dev and rebuild clump on this host");
     exit_code_ = 1;
     return false;
   }
@@ -483,12 +535,38 @@ bool job_runner::start_agent() {
   set_nonblocking(head_->fd);
   int one = 1;
   ::setsockopt(head_->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  agent_wire::hello_body h{wire::protocol_version, o_.agent_node, {}};
-  std::memcpy(h.key, key_.data(), sizeof h.key);
-  head_->out.push_body(agent_wire::hello, h);
-  drain(*head_, agent_wait_ms);
+  // The head proves itself before we trust a byte of it: small frames until then.
+  head_->in.limit(agent_wire::unproven_payload);
   frame f;
   std::string why;
+  agent_wire::challenge_body ch{};
+  if (!next_frame(*head_, f, agent_wait_ms, why) || f.type != agent_wire::challenge ||
+      !wire::read_body(f.payload.data(), f.payload.size(), ch) || ch.version != wire::protocol_version) {
+    say(fmt::format("clumprun at {} did not challenge this host as a clumprun of this version does: {}", o_.head,
+                    why.empty() ? "another program, or another version" : why));
+    exit_code_ = 1;
+    return false;
+  }
+  agent_wire::hello_body h{wire::protocol_version, o_.agent_node, {}, {}};
+  if (!handshake::random(h.nonce.data(), h.nonce.size())) {
+    say(fmt::format("getrandom failed: {}", errno_text()));
+    exit_code_ = 1;
+    return false;
+  }
+  h.proof = handshake::prove(secret_, 'A', o_.agent_node, ch.nonce, h.nonce);
+  head_->out.push_body(agent_wire::hello, h);
+  drain(*head_, agent_wait_ms);
+  agent_wire::welcome_body w{};
+  if (!next_frame(*head_, f, agent_wait_ms, why) || f.type != agent_wire::welcome ||
+      !wire::read_body(f.payload.data(), f.payload.size(), w) ||
+      !handshake::verify(secret_, 'H', o_.agent_node, h.nonce, ch.nonce, w.proof)) {
+    say(fmt::format("clumprun at {} did not prove it runs this job{}; refusing it", o_.head,
+                    why.empty() ? "" : ": " + why));
+    exit_code_ = 1;
+    return false;
+  }
+  agent_job_id_ = w.job_id;
+  head_->in.limit(wire::max_payload);
   if (!next_frame(*head_, f, agent_wait_ms, why) || f.type != agent_wire::env) {
     say(fmt::format("clumprun at {} did not accept this host: {}", o_.head, why.empty() ? "refused" : why));
     exit_code_ = 1;
@@ -558,6 +636,14 @@ void job_runner::on_head(short revents) {
       }
     }
     auto copy = std::make_shared<std::vector<std::byte>>(payload.begin(), payload.end());
+    // The datagram key never crossed the network: the head left it out of
+    // the job message of this host's ranks, and this agent puts it in.
+    wire::job_body jb{};
+    if (static_cast<wire::msg>(rb.type) == wire::msg::job && wire::read_body(copy->data(), copy->size(), jb) &&
+        (jb.flags & wire::job_authenticated)) {
+      std::memcpy(jb.net_key, agent_net_key_.data(), sizeof jb.net_key);
+      std::memcpy(copy->data(), &jb, sizeof jb);
+    }
     rp.out.push(static_cast<wire::msg>(rb.type), {}, *copy, fds, copy);
     send_pending(rp);
   }

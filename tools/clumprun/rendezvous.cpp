@@ -139,7 +139,7 @@ void job_runner::on_hello(rank_proc& rp, frame& f) {
 void job_runner::start_job() {
   size_t n = static_cast<size_t>(n_);
   auto job = std::make_shared<std::vector<std::byte>>(wire::job_length(n));
-  wire::job_body jb{wire::protocol_version, n_, o_.job_id};
+  wire::job_body jb{wire::protocol_version, n_, o_.job_id, o_.net_auth ? wire::job_authenticated : 0u, 0, {}};
   std::byte* at = job->data();
   auto put = [&](const void* p, size_t len) {
     std::memcpy(at, p, len);
@@ -156,12 +156,22 @@ void job_runner::start_job() {
     put(&node, sizeof node);
   }
   for (size_t r = 0; r < n; ++r) put(&ranks_[r]->address, sizeof(wire::net_address_slot));
+  // This host's ranks get the datagram key; those of other hosts a message
+  // without it, which their agent completes (the key never crosses the network).
+  auto local_job = std::make_shared<std::vector<std::byte>>(*job);
+  if (o_.net_auth) {
+    std::memcpy(jb.net_key, o_.net_key.data(), sizeof jb.net_key);
+    std::memcpy(local_job->data(), &jb, sizeof jb);
+  }
   auto regions = std::make_shared<shared_fds>();
   for (auto& rp : ranks_) regions->fds.push_back(std::exchange(rp->region_fd, -1));
   std::span<const int> all(regions->fds);
   for (auto& rp : ranks_) {
     if (rp->sock < 0) continue;
-    rp->out.push(wire::msg::job, {}, *job, {}, job);
+    if (rp->remote)
+      rp->out.push(wire::msg::job, {}, *job, {}, job);
+    else
+      rp->out.push(wire::msg::job, {}, *local_job, {}, local_job);
     for (size_t first = 0; first < n; first += wire::max_fds_per_frame) {
       size_t count = std::min<size_t>(wire::max_fds_per_frame, n - first);
       wire::region_fds_body b{static_cast<int32_t>(first), static_cast<int32_t>(count)};
