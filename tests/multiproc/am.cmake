@@ -78,3 +78,15 @@ add_test(NAME netns_a_cut_link_is_found_within_the_timeout
 set_tests_properties(netns_a_cut_link_is_found_within_the_timeout
   PROPERTIES LABELS "multiproc;netns;net;trust" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE TIMEOUT 60
              ENVIRONMENT "CLUMP_NET_TIMEOUT_MS=1000")
+
+# The exit and crash suite (tests/multiproc/exits.cpp scenarios, exits_test.cpp
+# driver): every way a job ends, on shared memory, -N 2 and the net protocol.
+add_executable(exits ${CMAKE_CURRENT_LIST_DIR}/exits.cpp)
+target_link_libraries(exits PRIVATE clump)
+add_executable(exits_test ${CMAKE_CURRENT_LIST_DIR}/exits_test.cpp)
+target_include_directories(exits_test PRIVATE ${PROJECT_SOURCE_DIR}/src)  # (launcher_test_support.hpp)
+target_link_libraries(exits_test PRIVATE GTest::gtest_main)
+target_compile_definitions(exits_test PRIVATE CLUMPRUN="$<TARGET_FILE:clumprun>" BOOT_PROBE="$<TARGET_FILE:boot_probe>"
+                           EXITS="$<TARGET_FILE:exits>")
+add_dependencies(exits_test clumprun exits)
+gtest_discover_tests(exits_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120 LABELS "multiproc;exits")

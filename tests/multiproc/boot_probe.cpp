@@ -7,6 +7,8 @@
 //   boot_probe exit CODE RANK     RANK calls exit_job(CODE); the others block in a barrier
 //   boot_probe exitcode CODE RANK RANK returns CODE from main; the others block in a barrier
 //   boot_probe crash RANK         RANK dies of SIGSEGV; the others block in a barrier
+//   boot_probe eat RANK MIB       RANK touches MIB MiB of new memory (the test limits its
+//                                 memory: the OOM killer ends it); the others block in a barrier
 //   boot_probe hang [ignore-term] the last rank sleeps forever, the others block in a barrier
 //                                 (ignore-term: every rank ignores SIGTERM)
 //   boot_probe mismatch           rank 0 calls barrier, the others allgather: clumprun must refuse
@@ -184,7 +186,7 @@ int raw_hello(uint32_t version, uint32_t length, bool body_only) {
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: boot_probe hello|barrier N|allgather|broadcast|exit C R|exitcode C R|crash R|"
-                         "hang [ignore-term]|mismatch|early R C|getenv NAME|args ...|nodes [NAME...]|address|"
+                         "eat R MIB|hang [ignore-term]|mismatch|early R C|getenv NAME|args ...|nodes [NAME...]|address|"
                          "longaddress|rawhello V LEN\n");
     return 2;
   }
@@ -302,6 +304,18 @@ int main(int argc, char** argv) {
     // only if the rank ends by exiting, as it does when clumprun tells a
     // rank waiting in a barrier that another rank called exit_job.
     std::printf("unflushed rank %d\n", rank);
+    job->barrier(progress);
+    fail("rank %d came out of a barrier that rank %d never entered", rank, who);
+  } else if (cmd == "eat") {
+    const int who = arg_int(argc, argv, 2);
+    if (rank == who) {
+      const size_t bytes = static_cast<size_t>(arg_int(argc, argv, 3)) << 20;
+      auto* p = static_cast<volatile char*>(std::malloc(bytes));
+      if (!p) fail("malloc of %zu bytes failed", bytes);
+      for (size_t i = 0; i < bytes; i += 4096) p[i] = 1;
+      say("ate %zu bytes", bytes);
+      return 0;
+    }
     job->barrier(progress);
     fail("rank %d came out of a barrier that rank %d never entered", rank, who);
   } else if (cmd == "hang") {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -341,6 +342,63 @@ TEST_F(launcher, ranks_that_ignore_sigterm_are_killed_after_the_grace_period) {
   EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.output;
   EXPECT_NE(r.output.find("did not end within 2 s; sending SIGKILL"), std::string::npos) << r.output;
   EXPECT_LT(std::chrono::steady_clock::now() - start, 8s);
+  expect_no_ranks_left(r.output, 2);
+}
+
+// A memory cgroup of our own, under this process's, limited to `bytes` (no
+// swap): its directory, or "" where this machine does not let us make one
+// (not root, no writable memory controller).
+std::string limited_memory_cgroup(size_t bytes) {
+  std::ifstream self("/proc/self/cgroup");
+  std::string line, v1, v2;
+  while (std::getline(self, line)) {
+    // "ID:CONTROLLERS:PATH": cgroup v1 names its controllers; v2 is "0::PATH".
+    const size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    if (controllers == "memory") v1 = "/sys/fs/cgroup/memory" + path;
+    if (controllers.empty()) v2 = path;
+  }
+  auto write = [](const std::string& file, const std::string& text) {
+    std::ofstream out(file);
+    out << text;
+    out.flush();
+    return static_cast<bool>(out);
+  };
+  const std::string leaf = "/clump-oom-test-" + std::to_string(::getpid());
+  if (!v1.empty() && ::mkdir((v1 + leaf).c_str(), 0755) == 0) {
+    if (write(v1 + leaf + "/memory.limit_in_bytes", std::to_string(bytes))) {
+      write(v1 + leaf + "/memory.memsw.limit_in_bytes", std::to_string(bytes));  // where swap accounting is on
+      return v1 + leaf;
+    }
+    ::rmdir((v1 + leaf).c_str());
+  }
+  for (const char* root : {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"}) {
+    const std::string dir = root + v2 + leaf;
+    if (v2.empty() || ::mkdir(dir.c_str(), 0755) != 0) continue;
+    if (write(dir + "/memory.max", std::to_string(bytes))) {
+      write(dir + "/memory.swap.max", "0");
+      return dir;
+    }
+    ::rmdir(dir.c_str());
+  }
+  return "";
+}
+
+// A rank the kernel's OOM killer ends: clumprun says that memory ran out,
+// not only "killed by signal 9".
+TEST_F(launcher, a_rank_the_oom_killer_ends_is_reported_as_out_of_memory) {
+  const std::string cgroup = limited_memory_cgroup(size_t{96} << 20);
+  if (cgroup.empty()) GTEST_SKIP() << "cannot make a memory cgroup here (needs root and a writable memory controller)";
+  std::vector<std::string> argv{"sh", "-c", "echo $$ > \"$0\"/cgroup.procs && exec \"$@\"", cgroup};
+  for (const auto& w : job(2, {"eat", "1", "1024"})) argv.push_back(w);
+  cmd_result r = run_cmd(argv, job_timeout);
+  ::rmdir(cgroup.c_str());
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.output;
+  EXPECT_NE(r.output.find("was killed by signal 9 (Killed): memory ran out (the kernel's out-of-memory killer"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("ate "), std::string::npos) << r.output;
   expect_no_ranks_left(r.output, 2);
 }
 

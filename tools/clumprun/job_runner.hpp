@@ -45,6 +45,7 @@ struct rank_proc {
   bool arrived = false;         // in the current collective
   bool exit_requested = false;  // sent exit: it ends itself
   bool exited = false;          // reaped
+  bool draining = false;        // its socket broke while sending: reading what is left before closing it
   bool remote = false;          // on another host: started by its agent; pid is the agent's report
   std::unique_ptr<line_forwarder> out_fwd, err_fwd;
 
@@ -114,6 +115,9 @@ class job_runner {
   void on_rank_exit(rank_proc& rp, int st);
   // "rank 3" or "ranks 0, 2, 5": the ranks that satisfy `pred`, at most 8 named.
   std::string rank_list(const std::function<bool(const rank_proc&)>& pred) const;
+  /// For a rank that died of wait status `st`: ", memory ran out ..." when it
+  /// was SIGKILL and the kernel's OOM killer has killed since the job began.
+  std::string oom_note(int st) const;
   // A rank that has exited cannot contribute any more: if others wait for it
   // (at the rendezvous or in a collective), they would wait forever.
   void check_stuck();
@@ -186,6 +190,7 @@ class job_runner {
   bool termed_ = false;  // SIGTERM (or the forwarded signal) sent
   bool killed_ = false;  // SIGKILL sent
   int exit_code_ = 0;
+  int64_t oom_kills_at_start_ = -1;  // /proc/vmstat oom_kill when the job began (-1: unknown)
   std::optional<steady::time_point> timeout_at_;
   steady::time_point term_at_{};
   steady::time_point kill_at_{};

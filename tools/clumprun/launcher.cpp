@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <utility>
 
 #include <fmt/format.h>
@@ -53,8 +54,31 @@ job_runner::~job_runner() {
   if (sfd_ >= 0) ::close(sfd_);
 }
 
+namespace {
+// How many processes the kernel's out-of-memory killer has ended since boot
+// (/proc/vmstat, Linux 4.13 and later; cgroup limits included), or -1.
+int64_t oom_kills() {
+  std::ifstream in("/proc/vmstat");
+  std::string name;
+  int64_t value = 0;
+  while (in >> name >> value)
+    if (name == "oom_kill") return value;
+  return -1;
+}
+}  // namespace
+
+std::string job_runner::oom_note(int st) const {
+  if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL || oom_kills_at_start_ < 0) return "";
+  const int64_t now = oom_kills();
+  if (now <= oom_kills_at_start_) return "";
+  return fmt::format(": memory ran out (the kernel's out-of-memory killer ended {} process{} during the job; "
+                     "dmesg names them): use fewer ranks per node, a smaller input or more memory",
+                     now - oom_kills_at_start_, now - oom_kills_at_start_ == 1 ? "" : "es");
+}
+
 int job_runner::run() {
   if (!setup_signals()) return 1;
+  oom_kills_at_start_ = oom_kills();
   if (o_.timeout_seconds > 0)
     timeout_at_ = steady::now() + std::chrono::duration_cast<steady::duration>(
                                       std::chrono::duration<double>(o_.timeout_seconds));
@@ -343,8 +367,8 @@ void job_runner::on_rank_exit(rank_proc& rp, int st) {
     rank_failed(WEXITSTATUS(st), fmt::format("{} exited with code {}", who, WEXITSTATUS(st)));
   } else if (WIFSIGNALED(st)) {
     int sig = WTERMSIG(st);
-    std::string how = fmt::format("{} was killed by signal {} ({}){}", who, sig, ::strsignal(sig),
-                                  WCOREDUMP(st) ? ", core dumped" : "");
+    std::string how = fmt::format("{} was killed by signal {} ({}){}{}", who, sig, ::strsignal(sig),
+                                  WCOREDUMP(st) ? ", core dumped" : "", rp.remote ? "" : oom_note(st));
     if (ending_ && o_.verbose) say(how);
     rank_failed(128 + sig, how);
   }

@@ -658,6 +658,9 @@ void job_runner::agent_rank_exited(rank_proc& rp, int st) {
   rp.exited = true;
   --live_;
   if (rp.sock >= 0) close_socket(rp);
+  // Only this host can tell that its memory ran out: say so here (the head says how the rank died).
+  if (const std::string note = oom_note(st); !note.empty())
+    say(fmt::format("rank {} (pid {}) was killed{}", rp.rank, rp.pid, note));
   if (!head_ || head_->fd < 0) return;
   head_->out.push_body(agent_wire::exited, agent_wire::rank_body{rp.rank, st});
   head_->out.flush(head_->fd);

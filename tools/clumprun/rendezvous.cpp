@@ -67,9 +67,16 @@ void job_runner::send_pending(rank_proc& rp) {
     rp.retry_at = steady::now() + fd_retry;
     return;
   }
-  if (errno != EPIPE && errno != ECONNRESET)
+  if (errno != EPIPE && errno != ECONNRESET) {
     say(fmt::format("sending to rank {} failed: {}", rp.rank, std::strerror(errno)));
-  close_socket(rp);
+  } else if (!rp.draining) {
+    // The rank has gone, but what it said last may still wait in the socket
+    // (an exit request, sent just before it ended itself): take that first,
+    // it decides how the rank's end is reported.
+    rp.draining = true;
+    read_socket(rp);
+  }
+  if (rp.sock >= 0) close_socket(rp);
 }
 
 void job_runner::process_frames(rank_proc& rp) {
