@@ -32,6 +32,7 @@
 #include <clump/am.h>
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -78,8 +79,11 @@ void check(int rc, const char* what) {
   if (kind != "wait") say("event");
   if (kind == "abort") std::abort();
   if (kind == "segv") {
-    volatile int* nothing = nullptr;
-    *nothing = 1;
+    // A store to a page nobody may touch: a real fault, and one that UBSan
+    // (unlike a store through a null pointer) does not intercept first.
+    void* page = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED) std::abort();
+    *static_cast<volatile int*>(page) = 1;
   }
   for (;;) {
     if (ep) AM_Poll(eb);
