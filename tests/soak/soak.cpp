@@ -32,19 +32,20 @@
 // (/proc/self/smaps_rollup) and the heap in use (mallinfo2).
 //
 // Prints one line per rank:
-//   soak: rank R sent S requests G gets received Q requests P replies; errors E (lost L, duplicated D,
-//   corrupted C, returned T, failed sends F); memory rss A->B KiB private A->B KiB heap A->B KiB
-// and on rank 0:
-//   soak: total M messages in T s (K per second); lost L, duplicated D, corrupted C, returned T, failed F
+//   soak: rank R sent S requests G gets received Q requests P replies G gets; errors E (lost L,
+//   duplicated D, corrupted C, returned T, failed sends F); quiet phases Q; memory rss A->B (peak C) KiB
+//   private A->B (peak C) KiB heap A->B (peak C) KiB
+// (A: after the warm-up, B: at the end) and on rank 0:
+//   soak: total M messages in T s (K per second; operations: short N, ...); lost L, duplicated D,
+//   corrupted C, returned T, failed sends F
 // Exits 1 when any error was found.
 
 #include <clump/clump.hpp>
 
 #include <malloc.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
