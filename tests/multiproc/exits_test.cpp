@@ -7,7 +7,6 @@
 // "clumprun"), the job ended within 5 s of the event, no process of the job
 // is left, and nothing was left in /dev/shm or /tmp.
 
-#include <dirent.h>
 #include <signal.h>
 
 #include <chrono>
@@ -93,19 +92,6 @@ std::vector<exit_case> all_cases() {
   return out;
 }
 
-/// The names in `dir` (only those containing `part`, if given).
-std::set<std::string> entries(const char* dir, const char* part = nullptr) {
-  std::set<std::string> names;
-  if (DIR* d = ::opendir(dir)) {
-    while (dirent* e = ::readdir(d)) {
-      const std::string name = e->d_name;
-      if (name != "." && name != ".." && (!part || name.find(part) != std::string::npos)) names.insert(name);
-    }
-    ::closedir(d);
-  }
-  return names;
-}
-
 /// When the first "exits: event" line says the event happened.
 std::optional<steady::time_point> event_time(const std::string& output) {
   const size_t at = output.find("exits: event rank ");
@@ -123,8 +109,8 @@ TEST_P(exits, the_job_ends_as_documented_within_5_s_and_leaves_nothing) {
   const setup& s = GetParam().s;
   const ending& e = GetParam().e;
   const int victim = s.ranks - 1;  // on the other node with -N 2; reached over the network with the net protocol
-  const auto shm_before = entries("/dev/shm");
-  const auto tmp_before = entries("/tmp", "clump");
+  const auto shm_before = dir_entries("/dev/shm");
+  const auto tmp_before = dir_entries("/tmp", "clump");
 
   std::vector<std::string> argv{clumprun, "-n", std::to_string(s.ranks), "--timeout", "60"};
   argv.insert(argv.end(), s.options.begin(), s.options.end());
@@ -185,9 +171,9 @@ TEST_P(exits, the_job_ends_as_documented_within_5_s_and_leaves_nothing) {
                             << r.output;
   for (pid_t pid : left) ::kill(pid, SIGKILL);
   // Nothing left behind in /dev/shm (clump's memory is memfds) or /tmp.
-  for (const auto& name : entries("/dev/shm"))
+  for (const auto& name : dir_entries("/dev/shm"))
     EXPECT_TRUE(shm_before.count(name)) << "/dev/shm/" << name << " appeared during the job";
-  for (const auto& name : entries("/tmp", "clump"))
+  for (const auto& name : dir_entries("/tmp", "clump"))
     EXPECT_TRUE(tmp_before.count(name)) << "/tmp/" << name << " appeared during the job";
 }
 

@@ -113,15 +113,20 @@ inline std::vector<pid_t> processes_of_job(pid_t launcher) {
   return found;
 }
 
-inline std::set<std::string> shm_clump_files() {
+/// The names in `dir` (only those containing `part`, if given).
+inline std::set<std::string> dir_entries(const char* dir, const char* part = nullptr) {
   std::set<std::string> names;
-  if (DIR* d = ::opendir("/dev/shm")) {
-    while (dirent* e = ::readdir(d))
-      if (std::string(e->d_name).find("clump") != std::string::npos) names.insert(e->d_name);
+  if (DIR* d = ::opendir(dir)) {
+    while (dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != ".." && (!part || name.find(part) != std::string::npos)) names.insert(name);
+    }
     ::closedir(d);
   }
   return names;
 }
+
+inline std::set<std::string> shm_clump_files() { return dir_entries("/dev/shm", "clump"); }
 
 inline std::vector<std::string> job(int n, std::vector<std::string> probe_args, std::vector<std::string> options = {}) {
   std::vector<std::string> argv{clumprun, "-n", std::to_string(n)};
