@@ -561,7 +561,16 @@ int scenario_dies(clump::runtime& rt, const std::string& point) {
   auto die = ep.on_request([&](clump::token&, std::span<const std::byte>, uint32_t) { asked = true; });
   std::atomic<bool> go{false};
   auto ready = ep.on_request([&](clump::token&, uint32_t) { go = true; });
+  std::atomic<int> past{0};
+  auto passed = ep.on_request([&](clump::token&, uint32_t) { past.fetch_add(1); });
   gas::barrier();
+  // The victim dies only once every survivor is out of that barrier: leaving
+  // it first and dying at once, its last barrier message could still be on
+  // its way to a survivor, which then (rightly) finds the barrier failed.
+  if (dying)
+    rt.wait_until([&] { return past.load() == victim; });
+  else
+    CHECK(ep.request(victim, passed, 0u) == clump::status::ok, "past the barrier");
   auto kill_me = [] {
     std::fflush(nullptr);
     ::raise(SIGKILL);
