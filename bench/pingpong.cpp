@@ -37,6 +37,7 @@
 
 #include <fmt/core.h>
 
+#include "capi_pingpong.h"
 #include "limits.hpp"
 #include "measure.hpp"
 #include "pingpong_driver.hpp"
@@ -131,6 +132,8 @@ void add_clump_figures(std::vector<figure>& figs, pingpong::driver& d, const opt
       if (s <= max_medium)
         figs.push_back(make(bw, "medium_stream", bench::bytes_text(s), s, "GB/s", d.medium_bandwidth(s),
                             net ? "" : peers_bandwidth(s)));
+  if (o.wants("short"))
+    figs.push_back(make(lat, "short_capi", "2 words", 8, "us", d.capi_short_latency()));
   if (o.wants("short_stream"))
     figs.push_back(
         make("message rate", "short_stream", "0 words", 0, "M msg/s", d.message_rate(), net ? "" : peers_rate));
@@ -140,6 +143,13 @@ void add_clump_figures(std::vector<figure>& figs, pingpong::driver& d, const opt
 /// network, latencies to the raw UDP busy-poll ping-pong and bandwidths to the
 /// raw UDP stream of clump's datagram size.
 void add_ratios(bench::report& rep, bool net) {
+  // The C API's short latency against the C++ API's, same words, same run.
+  if (const bench::row* cpp = rep.find("short", 8); cpp && cpp->data.median() > 0)
+    for (bench::row& r : rep.rows)
+      if (r.id == "short_capi") {
+        r.ratio = r.data.median() / cpp->data.median();
+        r.ratio_of = "short 2 words (C++ API)";
+      }
   auto set = [](bench::row& r, const bench::row* limit) {
     if (!limit || limit->data.median() <= 0) return;
     r.ratio = r.data.median() / limit->data.median();
@@ -194,6 +204,8 @@ std::string summarize(const bench::report& rep) {
   if (cl && sh && sh->ratio)
     s += fmt::format("short one-way ({}) {:.3f} us = {:.2f} x the cache-line one-way ({:.3f} us)", sh->size,
                      sh->data.median(), *sh->ratio, cl->data.median());
+  if (const bench::row* c = rep.find("short_capi", 8); c && c->ratio)
+    s += fmt::format("; through the AM-2 C API {:.3f} us = {:.2f} x the C++ API", c->data.median(), *c->ratio);
   if (const bench::row* r = rep.find("short_stream", 0))
     s += fmt::format("{}short-message rate {:.1f} M msg/s", s.empty() ? "" : "; ", r->data.median());
   std::string bw;
@@ -238,6 +250,9 @@ void describe(bench::report& rep, const options& o, bool alone) {
   rep.notes.push_back("latency = round trip / 2; the driver spins on bundle::poll() (never wait_until's sleep), the "
                       "echoing rank spins on poll() throughout");
   rep.notes.push_back("short: a request with the given argument words, answered by a short reply carrying them back");
+  rep.notes.push_back("short_capi: the same 2-word ping-pong through the AM-2 C API (bench/capi_pingpong.c: "
+                      "AM_Request2 answered by AM_Reply2, spinning on AM_Poll, on the endpoint AMX_SPMDStartup made); "
+                      "its ratio is to the C++ API's 2-word figure");
   rep.notes.push_back("medium_echo: the reply echoes the payload (medium reply of the same size): both directions "
                       "carry it");
   rep.notes.push_back("long: request_long of the payload to offset 0 of the peer's segment, answered by a short "
@@ -305,6 +320,10 @@ void serve(clump::runtime& rt, pingpong::state& st, bench::pingpong_lines& lines
   uint64_t last = 0, entered = 0;
   while (!st.stop) {
     rt.bundle().poll();
+    if (st.capi) {
+      st.capi = false;
+      capi_serve();
+    }
     if (st.echo) {
       st.echo = false;
       // Relaxed: only tells the driver to start; the session's own stores carry the ordering.
@@ -454,6 +473,8 @@ int main(int argc, char** argv) {
   // Handlers first: the barriers below separate registration from sending.
   pingpong::state st;
   pingpong::handlers h(rt.endpoint(), st);
+  // The C API's endpoint beside the C++ one (its startup ends with a barrier).
+  if (int rc = capi_start(&argc, &argv); rc != 0) die(fmt::format("AMX_SPMDStartup failed: AM code {}", rc));
 
   cpu_set_t mine;
   if (::sched_getaffinity(0, sizeof mine, &mine) != 0) die("sched_getaffinity failed");

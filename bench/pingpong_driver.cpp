@@ -1,5 +1,7 @@
 #include "pingpong_driver.hpp"
 
+#include "capi_pingpong.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <span>
@@ -63,6 +65,7 @@ handlers::handlers(clump::endpoint& ep, state& st) {
     st.count = 0;
   });
   echo = ep.on_request([&st](clump::token&) { st.echo = true; });
+  capi = ep.on_request([&st](clump::token&) { st.capi = true; });
   udp = ep.on_request([&st](clump::token&, uint64_t session_mode) { st.udp = session_mode; });
   stop = ep.on_request([&st](clump::token&) { st.stop = true; });
 }
@@ -188,6 +191,24 @@ bench::workload driver::message_rate() {
     return i;
   };
   w.value = [](double secs, uint64_t n) { return static_cast<double>(n) / secs / 1e6; };
+  return w;
+}
+
+bench::workload driver::capi_short_latency() {
+  bench::workload w;
+  w.begin = [this] { check(ep_.request(peer_, h_.capi), "C API session request"); };
+  w.end = [this] {
+    if (int rc = capi_stop(peer_); rc != 0) die(fmt::format("the C API's stop request failed: AM code {}", rc));
+  };
+  w.run = [this](uint64_t n, bench::steady::time_point deadline) -> uint64_t {
+    // Chunks of 256 round trips, the deadline checked between them as latency() does.
+    uint64_t i = 0;
+    for (; i < n && !(i > 0 && bench::steady::now() > deadline); i += std::min<uint64_t>(256, n - i))
+      if (int rc = capi_pingpong(peer_, i, std::min<uint64_t>(256, n - i)); rc != 0)
+        die(rc < 0 ? "a C API reply carried the wrong words" : fmt::format("AM_Request2 failed: AM code {}", rc));
+    return i;
+  };
+  w.value = one_way_us;
   return w;
 }
 

@@ -38,6 +38,7 @@ struct state {
   bool acked = false;        // the flush reply arrived
   uint64_t acked_count = 0;  // what the flush reply said
   bool echo = false;         // rank 1: enter a cache-line echo session
+  bool capi = false;         // rank 1: enter the C API's echo loop (capi_serve)
   uint64_t udp = 0;          // rank 1: enter raw UDP session udp >> 8 in mode udp & 0xff (0: none)
   bool stop = false;         // rank 1: the driver is done
   bool failed = false;       // a reply from a handler failed
@@ -62,6 +63,7 @@ struct handlers {
   clump::reply_handler<uint64_t> ack;
   clump::request_handler<> flush;                 // replies ack(count)
   clump::request_handler<> echo;                  // rank 1: start a cache-line session
+  clump::request_handler<> capi;                  // rank 1: serve the C API's ping-pong
   clump::request_handler<uint64_t> udp;           // rank 1: start a raw UDP session (session << 8 | mode)
   clump::request_handler<> stop;
 
@@ -96,6 +98,9 @@ class driver {
   bench::workload medium_bandwidth(size_t bytes);
   /// Short requests without arguments back to back; million messages per second.
   bench::workload message_rate();
+  /// The short latency of 2 words through the AM-2 C API (capi_pingpong.c):
+  /// AM_Request2 answered by AM_Reply2, spinning on AM_Poll; us one way.
+  bench::workload capi_short_latency();
   /// Puts rank 1 into a cache-line echo session (the limit's begin()).
   void start_echo_session();
   /// Puts rank 1 into raw UDP session `session` in `mode` (a bench::udp_mode).

@@ -120,7 +120,7 @@ int main(int argc, char **argv) {
   unsigned char *data = malloc(PUT_BYTES);
   if (!data) fail(me, "out of memory");
   for (size_t i = 0; i < PUT_BYTES; ++i) data[i] = pattern(i, me);
-  if (AM_RequestXfer1(ep, next, PUT, data, PUT_BYTES, PUT_OFFSET, me) != AM_OK) fail(me, "put not sent");
+  if (AM_RequestXfer1(ep, next, PUT_OFFSET, PUT, data, PUT_BYTES, me) != AM_OK) fail(me, "put not sent");
   wait_for(eb, &acks, 1);
   if (!put_ok) fail(me, "the put arrived damaged");
   free(data);

@@ -1,7 +1,8 @@
 // clumprun: starts the P processes of one clump job, on this machine or across hosts.
 //
 //   clumprun -n P [-N NODES | --hosts H1,H2,... [--spawn TEMPLATE] [--remote] [--boot-address A]]
-//            [--bind none|core] [--label] [--keep-going] [--timeout SECONDS] [-v] prog [args...]
+//            [--bind none|core] [--label] [--keep-going] [--timeout SECONDS] [--kill-grace SECONDS] [-v]
+//            prog [args...]
 //
 // Options stop at `prog`: everything after it belongs to the program. What
 // clumprun does, in order: checks the request against the machine (program
@@ -46,7 +47,8 @@ class usage_formatter : public CLI::Formatter {
  public:
   std::string make_usage(const CLI::App*, std::string) const override {
     return "Usage: clumprun -n P [-N NODES | --hosts H1,H2,... [--spawn TEMPLATE] [--remote] [--boot-address A]]\n"
-           "                [--bind none|core] [--label] [--keep-going] [--timeout SECONDS] [-v] PROG [ARGS...]\n";
+           "                [--bind none|core] [--label] [--keep-going] [--timeout SECONDS] [--kill-grace SECONDS]\n"
+           "                [-v] PROG [ARGS...]\n";
   }
 };
 
@@ -136,6 +138,11 @@ int main(int argc, char** argv) {
                "a rank that fails does not end the job: the others go on (messages to it come back unreachable); "
                "the exit code is still the first failure's");
   app.add_option("--timeout", timeout_text, "end the job after SECONDS (exit code 124)")->type_name("SECONDS");
+  std::string grace_text;
+  app.add_option("--kill-grace", grace_text,
+                 "when the job ends early, ranks get SECONDS after SIGTERM to exit before SIGKILL (0 to 3600; "
+                 "default 2); the exit code stays the first failure's")
+      ->type_name("SECONDS");
   app.add_flag("-v,--verbose", verbose, "say what clumprun decides and sees (binding, pids, nodes, exits); -v -v: more");
 
   try {
@@ -163,6 +170,14 @@ int main(int argc, char** argv) {
     timeout = std::strtod(timeout_text.c_str(), &end);
     if (end == timeout_text.c_str() || *end != '\0' || !(timeout > 0) || timeout > 1e9)
       return usage_error(fmt::format("--timeout {}: give the limit in seconds, greater than 0", timeout_text));
+  }
+
+  double kill_grace = 2;
+  if (!grace_text.empty()) {
+    char* end = nullptr;
+    kill_grace = std::strtod(grace_text.c_str(), &end);
+    if (end == grace_text.c_str() || *end != '\0' || !(kill_grace >= 0) || kill_grace > 3600)
+      return usage_error(fmt::format("--kill-grace {}: give the time in seconds, from 0 to 3600", grace_text));
   }
 
   nodes.spawn_given = spawn->count() > 0;
@@ -254,6 +269,7 @@ int main(int argc, char** argv) {
   o.keep_going = keep_going;
   o.verbose = verbose;
   o.timeout_seconds = agent ? 0 : timeout;  // the head keeps the time, and says 124
+  o.kill_grace_seconds = kill_grace;
   o.nodes = std::move(*plan);
   if (binding.bind) {
     o.cpu_sets = std::move(binding.cpu_sets);

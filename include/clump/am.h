@@ -14,7 +14,7 @@
 /// \code
 ///   static void ping(void *token, int32_t v) { AM_Reply1(token, PONG, v + 1); }
 ///   ...
-///   AM_SetHandler(ep, PING, (amx_handler_fn_t)ping);
+///   AM_SetHandler(ep, PING, ping);
 ///   AM_Request1(ep, peer, PING, 41);
 ///   while (!done) AM_Poll(eb);
 /// \endcode
@@ -25,7 +25,7 @@
 /// Requests may not be sent from inside a handler; a request handler may reply
 /// at most once; a reply handler may not send.
 ///
-/// Handler shapes (registered through an amx_handler_fn_t cast):
+/// Handler shapes (AM_SetHandler casts them to amx_handler_fn_t):
 /// - short:  `void h(void *token, int32_t a0, ..., int32_t aN)`
 /// - medium and long: `void h(void *token, void *buf, size_t nbytes, int32_t a0, ..., int32_t aN)`
 /// - handler 0 (returned messages): `void h(int status, op_t opcode, void *token)`
@@ -80,10 +80,20 @@ typedef struct amx_endpoint *ep_t;
 /// A bundle of endpoints polled together (opaque): from AM_AllocateBundle or AMX_SPMDStartup.
 typedef struct amx_bundle *eb_t;
 
-/// The generic handler pointer: cast every handler to it for AM_SetHandler.
-/// `void (*)(void)` is the type compilers accept as a cast to and from any
-/// function pointer without -Wcast-function-type warnings.
-typedef void (*amx_handler_fn_t)(void);
+/// The generic handler pointer, Berkeley's unprototyped `void (*)()`.
+/// AM_SetHandler and AM_SetHandlerAny cast the function for the caller, so
+/// plain handlers need no cast (also under GCC 14, where passing an
+/// incompatible pointer is an error). In C before C23 any handler converts
+/// to it implicitly; compilers accept casts to and from it without
+/// -Wcast-function-type warnings (in C++ and C23 it is `void (*)(void)`).
+#if defined(__GNUC__) && !defined(__cplusplus)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#endif
+typedef void (*amx_handler_fn_t)();
+#if defined(__GNUC__) && !defined(__cplusplus)
+#pragma GCC diagnostic pop
+#endif
 
 /* ---- constants --------------------------------------------------------------- */
 
@@ -138,19 +148,36 @@ typedef void (*amx_handler_fn_t)(void);
 /// Tag that accepts every message, whatever tag it was sent with.
 #define AM_ALL ((tag_t)1)
 
+/// Message categories (AMX_GetTokenInfo; the indices of the amx_stats_t arrays).
+typedef enum {
+  amx_Short = 0,
+  amx_Medium = 1,
+  amx_Long = 2,
+  amx_NumCategories = 3
+} amx_category_t;
+
+/// Time in ticks of one microsecond (the latency fields of amx_stats_t).
+typedef uint64_t amx_tick_t;
+
 /// Argument words of a message at most. A constant: `int32_t a[AM_MaxShort()]` is valid.
 #define AM_MaxShort() 16
-/// Largest medium payload in bytes (the CLUMP_MAX_MEDIUM setting, 64 KiB by default; at least 8192).
-#define AM_MaxMedium() AMX_MaxMedium()
-/// Largest long payload in bytes (4 GiB - 1; it must also fit the destination segment).
-#define AM_MaxLong() AMX_MaxLong()
+/// Largest medium payload in bytes: 65000, Berkeley's value, a constant.
+/// Programs size buffers by it; clump accepts mediums up to
+/// AMX_LargestMedium() (the CLUMP_MAX_MEDIUM setting, 64 KiB by default), and
+/// AM_Init refuses a setting below 65000.
+#define AM_MaxMedium() 65000
+/// Largest long payload in bytes: 65000, Berkeley's value, a constant, so
+/// that programs that allocate AM_MaxLong() bytes allocate what they expect.
+/// clump sends longer ones, up to AMX_LargestLong() (4 GiB - 1), to programs
+/// that ask (the payload must also fit the destination segment).
+#define AM_MaxLong() 65000
 /// Handlers per endpoint (the default of AM_GetNumHandlers and its maximum).
 #define AM_MaxNumHandlers() 256
 
-/// The value of AM_MaxMedium(). Never fails.
-size_t AMX_MaxMedium(void);
-/// The value of AM_MaxLong(). Never fails.
-size_t AMX_MaxLong(void);
+/// clump extension: the largest medium payload a send accepts (CLUMP_MAX_MEDIUM, >= AM_MaxMedium()).
+size_t AMX_LargestMedium(void);
+/// clump extension: the largest long payload a send accepts (4 GiB - 1, >= AM_MaxLong()).
+size_t AMX_LargestLong(void);
 /// Stores the largest translation table size (65535) in `*ntrans`. AM_ERR_BAD_ARG for NULL.
 int AM_MaxNumTranslations(int *ntrans);
 /// Stores the largest segment length AM_SetSeg accepts in `*nbytes`. AM_ERR_BAD_ARG for NULL.
@@ -223,6 +250,9 @@ int AM_UnMap(ep_t ep, int index);
 int AM_GetTranslationInuse(ep_t ep, int i);
 /// Stores entry `i`'s tag. AM_ERR_BAD_ARG when it is not mapped.
 int AM_GetTranslationTag(ep_t ep, int i, tag_t *tag);
+/// Changes the tag mapped entry `i` sends with (its name stays).
+/// AM_ERR_BAD_ARG when `i` is outside the table or not mapped.
+int AMX_SetTranslationTag(ep_t ep, int i, tag_t tag);
 /// Stores entry `i`'s endpoint name. AM_ERR_BAD_ARG when it is not mapped.
 int AM_GetTranslationName(ep_t ep, int i, en_t *name);
 /// Stores the table size (256 for a new endpoint; at least NumProcs after AMX_SPMDStartup).
@@ -247,6 +277,11 @@ int AM_SetHandler(ep_t ep, handler_t handler, amx_handler_fn_t fn);
 /// Registers `fn` at the lowest free index from 1 and stores it in
 /// `*handler`. AM_ERR_RESOURCE when every index is taken.
 int AM_SetHandlerAny(ep_t ep, handler_t *handler, amx_handler_fn_t fn);
+/// The calls above through Berkeley's macros, which cast the handler.
+///@{
+#define AM_SetHandler(ep, handler, fn) AM_SetHandler((ep), (handler), (amx_handler_fn_t)(fn))
+#define AM_SetHandlerAny(ep, handler, fn) AM_SetHandlerAny((ep), (handler), (amx_handler_fn_t)(fn))
+///@}
 /// Stores the number of usable handler indices (AM_MaxNumHandlers() unless lowered).
 int AM_GetNumHandlers(ep_t ep, int *n);
 /// Sets the number of usable handler indices, 1..AM_MaxNumHandlers().
@@ -282,6 +317,11 @@ int AM_GetMsgTag(void *token, tag_t *tag);
 /// sender (in handler 0: the destination it was sent to). AM_ERR_RESOURCE,
 /// with `*index` = -1, when no entry names it.
 int AMX_GetSourceId(void *token, int *index);
+/// Which message the token belongs to: its handler index, its category
+/// (amx_Short, amx_Medium, amx_Long) and whether it is a request (`*is_req`
+/// 1) or a reply (0). In handler 0 they describe the returned message. Any
+/// result pointer may be NULL. A clump extension (AMUDP has no such call).
+int AMX_GetTokenInfo(void *token, handler_t *handler, amx_category_t *category, int *is_req);
 /// In handler 0: the returned message's handler index, its argument count
 /// and its arguments (`args` holds AM_MaxShort() words; `*numargs` says how
 /// many were stored). AM_ERR_BAD_ARG outside handler 0.
@@ -450,84 +490,83 @@ typedef struct amx_args {
   AMX_RequestMedium((ep), (dest), (h), (src), (nbytes), 16, AMX_ARGS_(AMX_W16_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)))
 ///@}
 
-/// AM_RequestXferN(ep, dest, h, src, nbytes, dest_offset, a0 ...): a long request into
-/// the destination's segment at `dest_offset` (AMX_RequestLong). The order of
-/// the Xfer macros' parameters is AM2-API.md's: a program written for
-/// Berkeley AM-2's AM_RequestXferM(ep, dest, dest_offset, h, src, nbytes, ...)
-/// must reorder them.
+/// AM_RequestXferN(ep, dest, dest_offset, h, src, nbytes, a0 ...): a long request into
+/// the destination's segment at `dest_offset` (AMX_RequestLong). Berkeley's
+/// order: the offset comes before the handler in every Xfer macro (the AMX_
+/// functions under them take it after `nbytes`, as AMUDP's do).
 ///@{
-#define AM_RequestXfer0(ep, dest, h, src, nbytes, dest_offset) \
+#define AM_RequestXfer0(ep, dest, dest_offset, h, src, nbytes) \
   AMX_RequestLong((ep), (dest), (h), (src), (nbytes), (dest_offset), 0, AMX_NOARGS_)
-#define AM_RequestXfer1(ep, dest, h, src, nbytes, dest_offset, a0) \
+#define AM_RequestXfer1(ep, dest, dest_offset, h, src, nbytes, a0) \
   AMX_RequestLong((ep), (dest), (h), (src), (nbytes), (dest_offset), 1, AMX_ARGS_(AMX_W1_(a0)))
-#define AM_RequestXfer2(ep, dest, h, src, nbytes, dest_offset, a0, a1) \
+#define AM_RequestXfer2(ep, dest, dest_offset, h, src, nbytes, a0, a1) \
   AMX_RequestLong((ep), (dest), (h), (src), (nbytes), (dest_offset), 2, AMX_ARGS_(AMX_W2_(a0, a1)))
-#define AM_RequestXfer3(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2) \
+#define AM_RequestXfer3(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2) \
   AMX_RequestLong((ep), (dest), (h), (src), (nbytes), (dest_offset), 3, AMX_ARGS_(AMX_W3_(a0, a1, a2)))
-#define AM_RequestXfer4(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3) \
+#define AM_RequestXfer4(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3) \
   AMX_RequestLong((ep), (dest), (h), (src), (nbytes), (dest_offset), 4, AMX_ARGS_(AMX_W4_(a0, a1, a2, a3)))
-#define AM_RequestXfer5(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4) \
+#define AM_RequestXfer5(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4) \
   AMX_RequestLong((ep), (dest), (h), (src), (nbytes), (dest_offset), 5, AMX_ARGS_(AMX_W5_(a0, a1, a2, a3, a4)))
-#define AM_RequestXfer6(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5) \
+#define AM_RequestXfer6(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5) \
   AMX_RequestLong((ep), (dest), (h), (src), (nbytes), (dest_offset), 6, AMX_ARGS_(AMX_W6_(a0, a1, a2, a3, a4, a5)))
-#define AM_RequestXfer7(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6) \
+#define AM_RequestXfer7(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6) \
   AMX_RequestLong((ep), (dest), (h), (src), (nbytes), (dest_offset), 7, AMX_ARGS_(AMX_W7_(a0, a1, a2, a3, a4, a5, a6)))
-#define AM_RequestXfer8(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7) \
+#define AM_RequestXfer8(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7) \
   AMX_RequestLong((ep), (dest), (h), (src), (nbytes), (dest_offset), 8, AMX_ARGS_(AMX_W8_(a0, a1, a2, a3, a4, a5, a6, a7)))
-#define AM_RequestXfer9(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7, a8) \
+#define AM_RequestXfer9(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8) \
   AMX_RequestLong((ep), (dest), (h), (src), (nbytes), (dest_offset), 9, AMX_ARGS_(AMX_W9_(a0, a1, a2, a3, a4, a5, a6, a7, a8)))
-#define AM_RequestXfer10(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9) \
+#define AM_RequestXfer10(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9) \
   AMX_RequestLong((ep), (dest), (h), (src), (nbytes), (dest_offset), 10, AMX_ARGS_(AMX_W10_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9)))
-#define AM_RequestXfer11(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10) \
+#define AM_RequestXfer11(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10) \
   AMX_RequestLong((ep), (dest), (h), (src), (nbytes), (dest_offset), 11, AMX_ARGS_(AMX_W11_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10)))
-#define AM_RequestXfer12(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11) \
+#define AM_RequestXfer12(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11) \
   AMX_RequestLong((ep), (dest), (h), (src), (nbytes), (dest_offset), 12, AMX_ARGS_(AMX_W12_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11)))
-#define AM_RequestXfer13(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12) \
+#define AM_RequestXfer13(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12) \
   AMX_RequestLong((ep), (dest), (h), (src), (nbytes), (dest_offset), 13, AMX_ARGS_(AMX_W13_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12)))
-#define AM_RequestXfer14(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13) \
+#define AM_RequestXfer14(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13) \
   AMX_RequestLong((ep), (dest), (h), (src), (nbytes), (dest_offset), 14, AMX_ARGS_(AMX_W14_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13)))
-#define AM_RequestXfer15(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14) \
+#define AM_RequestXfer15(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14) \
   AMX_RequestLong((ep), (dest), (h), (src), (nbytes), (dest_offset), 15, AMX_ARGS_(AMX_W15_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14)))
-#define AM_RequestXfer16(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15) \
+#define AM_RequestXfer16(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15) \
   AMX_RequestLong((ep), (dest), (h), (src), (nbytes), (dest_offset), 16, AMX_ARGS_(AMX_W16_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)))
 ///@}
 
-/// AM_RequestXferAsyncN(...): as AM_RequestXferN, but AM_ERR_IN_USE instead of
+/// AM_RequestXferAsyncN(ep, dest, dest_offset, h, src, nbytes, a0 ...): as AM_RequestXferN, but AM_ERR_IN_USE instead of
 /// blocking when the destination's queue is full (AMX_RequestLongAsync).
 ///@{
-#define AM_RequestXferAsync0(ep, dest, h, src, nbytes, dest_offset) \
+#define AM_RequestXferAsync0(ep, dest, dest_offset, h, src, nbytes) \
   AMX_RequestLongAsync((ep), (dest), (h), (src), (nbytes), (dest_offset), 0, AMX_NOARGS_)
-#define AM_RequestXferAsync1(ep, dest, h, src, nbytes, dest_offset, a0) \
+#define AM_RequestXferAsync1(ep, dest, dest_offset, h, src, nbytes, a0) \
   AMX_RequestLongAsync((ep), (dest), (h), (src), (nbytes), (dest_offset), 1, AMX_ARGS_(AMX_W1_(a0)))
-#define AM_RequestXferAsync2(ep, dest, h, src, nbytes, dest_offset, a0, a1) \
+#define AM_RequestXferAsync2(ep, dest, dest_offset, h, src, nbytes, a0, a1) \
   AMX_RequestLongAsync((ep), (dest), (h), (src), (nbytes), (dest_offset), 2, AMX_ARGS_(AMX_W2_(a0, a1)))
-#define AM_RequestXferAsync3(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2) \
+#define AM_RequestXferAsync3(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2) \
   AMX_RequestLongAsync((ep), (dest), (h), (src), (nbytes), (dest_offset), 3, AMX_ARGS_(AMX_W3_(a0, a1, a2)))
-#define AM_RequestXferAsync4(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3) \
+#define AM_RequestXferAsync4(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3) \
   AMX_RequestLongAsync((ep), (dest), (h), (src), (nbytes), (dest_offset), 4, AMX_ARGS_(AMX_W4_(a0, a1, a2, a3)))
-#define AM_RequestXferAsync5(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4) \
+#define AM_RequestXferAsync5(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4) \
   AMX_RequestLongAsync((ep), (dest), (h), (src), (nbytes), (dest_offset), 5, AMX_ARGS_(AMX_W5_(a0, a1, a2, a3, a4)))
-#define AM_RequestXferAsync6(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5) \
+#define AM_RequestXferAsync6(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5) \
   AMX_RequestLongAsync((ep), (dest), (h), (src), (nbytes), (dest_offset), 6, AMX_ARGS_(AMX_W6_(a0, a1, a2, a3, a4, a5)))
-#define AM_RequestXferAsync7(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6) \
+#define AM_RequestXferAsync7(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6) \
   AMX_RequestLongAsync((ep), (dest), (h), (src), (nbytes), (dest_offset), 7, AMX_ARGS_(AMX_W7_(a0, a1, a2, a3, a4, a5, a6)))
-#define AM_RequestXferAsync8(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7) \
+#define AM_RequestXferAsync8(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7) \
   AMX_RequestLongAsync((ep), (dest), (h), (src), (nbytes), (dest_offset), 8, AMX_ARGS_(AMX_W8_(a0, a1, a2, a3, a4, a5, a6, a7)))
-#define AM_RequestXferAsync9(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7, a8) \
+#define AM_RequestXferAsync9(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8) \
   AMX_RequestLongAsync((ep), (dest), (h), (src), (nbytes), (dest_offset), 9, AMX_ARGS_(AMX_W9_(a0, a1, a2, a3, a4, a5, a6, a7, a8)))
-#define AM_RequestXferAsync10(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9) \
+#define AM_RequestXferAsync10(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9) \
   AMX_RequestLongAsync((ep), (dest), (h), (src), (nbytes), (dest_offset), 10, AMX_ARGS_(AMX_W10_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9)))
-#define AM_RequestXferAsync11(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10) \
+#define AM_RequestXferAsync11(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10) \
   AMX_RequestLongAsync((ep), (dest), (h), (src), (nbytes), (dest_offset), 11, AMX_ARGS_(AMX_W11_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10)))
-#define AM_RequestXferAsync12(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11) \
+#define AM_RequestXferAsync12(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11) \
   AMX_RequestLongAsync((ep), (dest), (h), (src), (nbytes), (dest_offset), 12, AMX_ARGS_(AMX_W12_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11)))
-#define AM_RequestXferAsync13(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12) \
+#define AM_RequestXferAsync13(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12) \
   AMX_RequestLongAsync((ep), (dest), (h), (src), (nbytes), (dest_offset), 13, AMX_ARGS_(AMX_W13_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12)))
-#define AM_RequestXferAsync14(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13) \
+#define AM_RequestXferAsync14(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13) \
   AMX_RequestLongAsync((ep), (dest), (h), (src), (nbytes), (dest_offset), 14, AMX_ARGS_(AMX_W14_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13)))
-#define AM_RequestXferAsync15(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14) \
+#define AM_RequestXferAsync15(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14) \
   AMX_RequestLongAsync((ep), (dest), (h), (src), (nbytes), (dest_offset), 15, AMX_ARGS_(AMX_W15_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14)))
-#define AM_RequestXferAsync16(ep, dest, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15) \
+#define AM_RequestXferAsync16(ep, dest, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15) \
   AMX_RequestLongAsync((ep), (dest), (h), (src), (nbytes), (dest_offset), 16, AMX_ARGS_(AMX_W16_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)))
 ///@}
 
@@ -607,81 +646,82 @@ typedef struct amx_args {
   AMX_ReplyMedium((token), (h), (src), (nbytes), 16, AMX_ARGS_(AMX_W16_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)))
 ///@}
 
-/// AM_ReplyXferN(token, h, src, nbytes, dest_offset, a0 ...): a long reply into the
+/// AM_ReplyXferN(token, dest_offset, h, src, nbytes, a0 ...): a long reply into the
 /// requester's segment (AMX_ReplyLong).
 ///@{
-#define AM_ReplyXfer0(token, h, src, nbytes, dest_offset) \
+#define AM_ReplyXfer0(token, dest_offset, h, src, nbytes) \
   AMX_ReplyLong((token), (h), (src), (nbytes), (dest_offset), 0, AMX_NOARGS_)
-#define AM_ReplyXfer1(token, h, src, nbytes, dest_offset, a0) \
+#define AM_ReplyXfer1(token, dest_offset, h, src, nbytes, a0) \
   AMX_ReplyLong((token), (h), (src), (nbytes), (dest_offset), 1, AMX_ARGS_(AMX_W1_(a0)))
-#define AM_ReplyXfer2(token, h, src, nbytes, dest_offset, a0, a1) \
+#define AM_ReplyXfer2(token, dest_offset, h, src, nbytes, a0, a1) \
   AMX_ReplyLong((token), (h), (src), (nbytes), (dest_offset), 2, AMX_ARGS_(AMX_W2_(a0, a1)))
-#define AM_ReplyXfer3(token, h, src, nbytes, dest_offset, a0, a1, a2) \
+#define AM_ReplyXfer3(token, dest_offset, h, src, nbytes, a0, a1, a2) \
   AMX_ReplyLong((token), (h), (src), (nbytes), (dest_offset), 3, AMX_ARGS_(AMX_W3_(a0, a1, a2)))
-#define AM_ReplyXfer4(token, h, src, nbytes, dest_offset, a0, a1, a2, a3) \
+#define AM_ReplyXfer4(token, dest_offset, h, src, nbytes, a0, a1, a2, a3) \
   AMX_ReplyLong((token), (h), (src), (nbytes), (dest_offset), 4, AMX_ARGS_(AMX_W4_(a0, a1, a2, a3)))
-#define AM_ReplyXfer5(token, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4) \
+#define AM_ReplyXfer5(token, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4) \
   AMX_ReplyLong((token), (h), (src), (nbytes), (dest_offset), 5, AMX_ARGS_(AMX_W5_(a0, a1, a2, a3, a4)))
-#define AM_ReplyXfer6(token, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5) \
+#define AM_ReplyXfer6(token, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5) \
   AMX_ReplyLong((token), (h), (src), (nbytes), (dest_offset), 6, AMX_ARGS_(AMX_W6_(a0, a1, a2, a3, a4, a5)))
-#define AM_ReplyXfer7(token, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6) \
+#define AM_ReplyXfer7(token, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6) \
   AMX_ReplyLong((token), (h), (src), (nbytes), (dest_offset), 7, AMX_ARGS_(AMX_W7_(a0, a1, a2, a3, a4, a5, a6)))
-#define AM_ReplyXfer8(token, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7) \
+#define AM_ReplyXfer8(token, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7) \
   AMX_ReplyLong((token), (h), (src), (nbytes), (dest_offset), 8, AMX_ARGS_(AMX_W8_(a0, a1, a2, a3, a4, a5, a6, a7)))
-#define AM_ReplyXfer9(token, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7, a8) \
+#define AM_ReplyXfer9(token, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8) \
   AMX_ReplyLong((token), (h), (src), (nbytes), (dest_offset), 9, AMX_ARGS_(AMX_W9_(a0, a1, a2, a3, a4, a5, a6, a7, a8)))
-#define AM_ReplyXfer10(token, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9) \
+#define AM_ReplyXfer10(token, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9) \
   AMX_ReplyLong((token), (h), (src), (nbytes), (dest_offset), 10, AMX_ARGS_(AMX_W10_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9)))
-#define AM_ReplyXfer11(token, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10) \
+#define AM_ReplyXfer11(token, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10) \
   AMX_ReplyLong((token), (h), (src), (nbytes), (dest_offset), 11, AMX_ARGS_(AMX_W11_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10)))
-#define AM_ReplyXfer12(token, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11) \
+#define AM_ReplyXfer12(token, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11) \
   AMX_ReplyLong((token), (h), (src), (nbytes), (dest_offset), 12, AMX_ARGS_(AMX_W12_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11)))
-#define AM_ReplyXfer13(token, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12) \
+#define AM_ReplyXfer13(token, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12) \
   AMX_ReplyLong((token), (h), (src), (nbytes), (dest_offset), 13, AMX_ARGS_(AMX_W13_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12)))
-#define AM_ReplyXfer14(token, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13) \
+#define AM_ReplyXfer14(token, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13) \
   AMX_ReplyLong((token), (h), (src), (nbytes), (dest_offset), 14, AMX_ARGS_(AMX_W14_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13)))
-#define AM_ReplyXfer15(token, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14) \
+#define AM_ReplyXfer15(token, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14) \
   AMX_ReplyLong((token), (h), (src), (nbytes), (dest_offset), 15, AMX_ARGS_(AMX_W15_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14)))
-#define AM_ReplyXfer16(token, h, src, nbytes, dest_offset, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15) \
+#define AM_ReplyXfer16(token, dest_offset, h, src, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15) \
   AMX_ReplyLong((token), (h), (src), (nbytes), (dest_offset), 16, AMX_ARGS_(AMX_W16_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)))
 ///@}
 
-/// AM_GetXferM(ep, dest, h, src_offset, dest_offset, nbytes, a0 ...): pulls from the
+/// AM_GetXferM(ep, dest, src_offset, h, dest_offset, nbytes, a0 ...), the AM-2
+/// specification's order (AMUDP and AMMPI have no get): pulls from the
 /// destination's segment; `h` runs here with the data (AMX_GetLong).
 ///@{
-#define AM_GetXfer0(ep, dest, h, src_offset, dest_offset, nbytes) \
+#define AM_GetXfer0(ep, dest, src_offset, h, dest_offset, nbytes) \
   AMX_GetLong((ep), (dest), (h), (src_offset), (dest_offset), (nbytes), 0, AMX_NOARGS_)
-#define AM_GetXfer1(ep, dest, h, src_offset, dest_offset, nbytes, a0) \
+#define AM_GetXfer1(ep, dest, src_offset, h, dest_offset, nbytes, a0) \
   AMX_GetLong((ep), (dest), (h), (src_offset), (dest_offset), (nbytes), 1, AMX_ARGS_(AMX_W1_(a0)))
-#define AM_GetXfer2(ep, dest, h, src_offset, dest_offset, nbytes, a0, a1) \
+#define AM_GetXfer2(ep, dest, src_offset, h, dest_offset, nbytes, a0, a1) \
   AMX_GetLong((ep), (dest), (h), (src_offset), (dest_offset), (nbytes), 2, AMX_ARGS_(AMX_W2_(a0, a1)))
-#define AM_GetXfer3(ep, dest, h, src_offset, dest_offset, nbytes, a0, a1, a2) \
+#define AM_GetXfer3(ep, dest, src_offset, h, dest_offset, nbytes, a0, a1, a2) \
   AMX_GetLong((ep), (dest), (h), (src_offset), (dest_offset), (nbytes), 3, AMX_ARGS_(AMX_W3_(a0, a1, a2)))
-#define AM_GetXfer4(ep, dest, h, src_offset, dest_offset, nbytes, a0, a1, a2, a3) \
+#define AM_GetXfer4(ep, dest, src_offset, h, dest_offset, nbytes, a0, a1, a2, a3) \
   AMX_GetLong((ep), (dest), (h), (src_offset), (dest_offset), (nbytes), 4, AMX_ARGS_(AMX_W4_(a0, a1, a2, a3)))
-#define AM_GetXfer5(ep, dest, h, src_offset, dest_offset, nbytes, a0, a1, a2, a3, a4) \
+#define AM_GetXfer5(ep, dest, src_offset, h, dest_offset, nbytes, a0, a1, a2, a3, a4) \
   AMX_GetLong((ep), (dest), (h), (src_offset), (dest_offset), (nbytes), 5, AMX_ARGS_(AMX_W5_(a0, a1, a2, a3, a4)))
-#define AM_GetXfer6(ep, dest, h, src_offset, dest_offset, nbytes, a0, a1, a2, a3, a4, a5) \
+#define AM_GetXfer6(ep, dest, src_offset, h, dest_offset, nbytes, a0, a1, a2, a3, a4, a5) \
   AMX_GetLong((ep), (dest), (h), (src_offset), (dest_offset), (nbytes), 6, AMX_ARGS_(AMX_W6_(a0, a1, a2, a3, a4, a5)))
-#define AM_GetXfer7(ep, dest, h, src_offset, dest_offset, nbytes, a0, a1, a2, a3, a4, a5, a6) \
+#define AM_GetXfer7(ep, dest, src_offset, h, dest_offset, nbytes, a0, a1, a2, a3, a4, a5, a6) \
   AMX_GetLong((ep), (dest), (h), (src_offset), (dest_offset), (nbytes), 7, AMX_ARGS_(AMX_W7_(a0, a1, a2, a3, a4, a5, a6)))
-#define AM_GetXfer8(ep, dest, h, src_offset, dest_offset, nbytes, a0, a1, a2, a3, a4, a5, a6, a7) \
+#define AM_GetXfer8(ep, dest, src_offset, h, dest_offset, nbytes, a0, a1, a2, a3, a4, a5, a6, a7) \
   AMX_GetLong((ep), (dest), (h), (src_offset), (dest_offset), (nbytes), 8, AMX_ARGS_(AMX_W8_(a0, a1, a2, a3, a4, a5, a6, a7)))
-#define AM_GetXfer9(ep, dest, h, src_offset, dest_offset, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8) \
+#define AM_GetXfer9(ep, dest, src_offset, h, dest_offset, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8) \
   AMX_GetLong((ep), (dest), (h), (src_offset), (dest_offset), (nbytes), 9, AMX_ARGS_(AMX_W9_(a0, a1, a2, a3, a4, a5, a6, a7, a8)))
-#define AM_GetXfer10(ep, dest, h, src_offset, dest_offset, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9) \
+#define AM_GetXfer10(ep, dest, src_offset, h, dest_offset, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9) \
   AMX_GetLong((ep), (dest), (h), (src_offset), (dest_offset), (nbytes), 10, AMX_ARGS_(AMX_W10_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9)))
-#define AM_GetXfer11(ep, dest, h, src_offset, dest_offset, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10) \
+#define AM_GetXfer11(ep, dest, src_offset, h, dest_offset, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10) \
   AMX_GetLong((ep), (dest), (h), (src_offset), (dest_offset), (nbytes), 11, AMX_ARGS_(AMX_W11_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10)))
-#define AM_GetXfer12(ep, dest, h, src_offset, dest_offset, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11) \
+#define AM_GetXfer12(ep, dest, src_offset, h, dest_offset, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11) \
   AMX_GetLong((ep), (dest), (h), (src_offset), (dest_offset), (nbytes), 12, AMX_ARGS_(AMX_W12_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11)))
-#define AM_GetXfer13(ep, dest, h, src_offset, dest_offset, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12) \
+#define AM_GetXfer13(ep, dest, src_offset, h, dest_offset, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12) \
   AMX_GetLong((ep), (dest), (h), (src_offset), (dest_offset), (nbytes), 13, AMX_ARGS_(AMX_W13_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12)))
-#define AM_GetXfer14(ep, dest, h, src_offset, dest_offset, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13) \
+#define AM_GetXfer14(ep, dest, src_offset, h, dest_offset, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13) \
   AMX_GetLong((ep), (dest), (h), (src_offset), (dest_offset), (nbytes), 14, AMX_ARGS_(AMX_W14_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13)))
-#define AM_GetXfer15(ep, dest, h, src_offset, dest_offset, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14) \
+#define AM_GetXfer15(ep, dest, src_offset, h, dest_offset, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14) \
   AMX_GetLong((ep), (dest), (h), (src_offset), (dest_offset), (nbytes), 15, AMX_ARGS_(AMX_W15_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14)))
-#define AM_GetXfer16(ep, dest, h, src_offset, dest_offset, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15) \
+#define AM_GetXfer16(ep, dest, src_offset, h, dest_offset, nbytes, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15) \
   AMX_GetLong((ep), (dest), (h), (src_offset), (dest_offset), (nbytes), 16, AMX_ARGS_(AMX_W16_(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)))
 ///@}
 
@@ -712,17 +752,25 @@ int AMX_SPMDAllGather(void *src, void *dst, size_t len);
 /// Copies `len` bytes of `buf` on rank `root` into `buf` on every rank.
 /// AM_ERR_BAD_ARG for a root outside the job.
 int AMX_SPMDBroadcast(void *buf, size_t len, int root);
-/// Runs the exit callback, then ends the whole job with `code` (clumprun
-/// stops the other ranks and exits with it). Does not return. Ranks that
+/// Runs the exit callback, tells clumprun to end the whole job with `code`
+/// (it stops the other ranks and exits with it), flushes stdio and ends this
+/// process through AMX_SPMDkillmyprocess(code). Does not return. Ranks that
 /// should finish their own work first meet in AMX_SPMDBarrier before.
 AMX_NORETURN_ int AMX_SPMDExit(int code);
+/// The function AMX_SPMDExit ends the process with: the C library's `exit`
+/// by default (atexit handlers run; AMUDP's default is `_exit`). A program
+/// may set its own; it must not return (if it does, `_exit` follows).
+extern void (*AMX_SPMDkillmyprocess)(int);
 /// Sets the function AMX_SPMDExit calls (with the code) before ending the job.
 /// It does not run in ranks stopped because another rank ended the job.
 int AMX_SPMDSetExitCallback(void (*fn)(int));
-/// The value of `name` in the environment of the launcher (clumprun), or NULL
-/// when unset. The string is owned by the library and lives until the program
-/// exits; do not free or modify it.
-char *AMX_SPMDgetenvMaster(const char *name);
+/// The value of `name` in the environment of the job's master, as AMUDP's
+/// is: clumprun's environment, the one the user started the job from
+/// (also for ranks on other hosts, which ssh starts with an environment of
+/// their own), or NULL when unset there. `name` matches whole names only
+/// ("A" does not find "ABC"). The string is owned by the library and lives
+/// until the program exits; do not free or modify it.
+const char *AMX_SPMDgetenvMaster(const char *name);
 
 /// Prints "clump[<rank>]: fatal: AMX_FatalErr: <message>" on stderr and
 /// aborts the process; clumprun then ends the job (exit code 134).
@@ -732,43 +780,64 @@ extern int AMX_VerboseErrors;
 /// Non-zero: the C layer prints no diagnostics of its own, whatever
 /// AMX_VerboseErrors says (fatal errors are still printed). Default 0.
 extern int AMX_SilentMode;
+/// A human-readable name of this process: "Node <rank>" once
+/// AMX_SPMDStartup has run (NULL before). A program may point it elsewhere.
+extern const char *AMX_ProcessLabel;
 
 /* ---- statistics ------------------------------------------------------------------ */
 
-/// Indices of the per-kind counters of amx_stats_t.
+/// Indices of the per-category counters of amx_stats_t (the values of amx_category_t).
 ///@{
-#define AMX_STAT_SHORT 0
-#define AMX_STAT_MEDIUM 1
-#define AMX_STAT_LONG 2
+#define AMX_STAT_SHORT amx_Short
+#define AMX_STAT_MEDIUM amx_Medium
+#define AMX_STAT_LONG amx_Long
 ///@}
 
-/// Message counters of an endpoint (or a sum of several). Process-local and
-/// cheap to keep. AM_GetXferM counts as a short request sent by the puller;
-/// the data comes back as a long reply.
+/// Message counters of an endpoint (or a sum of several), with AMUDP's field
+/// names. Process-local and cheap to keep. AM_GetXferM counts as a long
+/// request sent by the puller; the data comes back as a long reply. Fields
+/// AMUDP fills that clump does not keep stay at their AMX_initial_stats
+/// values: the retransmission and reordering counters (the network's are
+/// per datagram, in clump-info --net and clump::network_statistics) and
+/// the request latencies.
 typedef struct amx_stats {
-  uint64_t requests_sent[3];      ///< by kind: [AMX_STAT_SHORT], [AMX_STAT_MEDIUM], [AMX_STAT_LONG]
-  uint64_t replies_sent[3];       ///< by kind
-  uint64_t requests_received[3];  ///< by kind (handlers run)
-  uint64_t replies_received[3];   ///< by kind (handlers run)
-  uint64_t returned;              ///< messages that came back to handler 0
-  uint64_t bytes_sent;            ///< payload bytes of medium and long messages sent
-  uint64_t bytes_received;        ///< payload bytes of medium and long messages received
-  uint64_t send_waits;            ///< sends that found the destination's queue full and waited
-  uint64_t endpoints;             ///< endpoints summed into this record
+  uint64_t RequestsSent[amx_NumCategories];           ///< by category: [amx_Short], [amx_Medium], [amx_Long]
+  uint64_t RepliesSent[amx_NumCategories];            ///< by category
+  uint64_t RequestsRetransmitted[amx_NumCategories];  ///< not kept (0)
+  uint64_t RepliesRetransmitted[amx_NumCategories];   ///< not kept (0)
+  uint64_t RepliesSquashed[amx_NumCategories];        ///< not kept (0)
+  uint64_t RequestsReceived[amx_NumCategories];       ///< by category (handlers run)
+  uint64_t RepliesReceived[amx_NumCategories];        ///< by category (handlers run)
+  uint64_t ReturnedMessages;                          ///< messages that came back to handler 0
+  uint64_t OutOfOrderRequests;                        ///< not kept (0)
+  uint64_t OutOfOrderReplies;                         ///< not kept (0)
+  amx_tick_t RequestMinLatency;                       ///< not kept (AMX_initial_stats: all ones)
+  amx_tick_t RequestMaxLatency;                       ///< not kept (0)
+  amx_tick_t RequestSumLatency;                       ///< not kept (0)
+  uint64_t RequestDataBytesSent[amx_NumCategories];   ///< payload bytes of requests sent, by category
+  uint64_t ReplyDataBytesSent[amx_NumCategories];     ///< payload bytes of replies sent, by category
+  uint64_t RequestTotalBytesSent[amx_NumCategories];  ///< as RequestDataBytesSent (arguments and headers not counted)
+  uint64_t ReplyTotalBytesSent[amx_NumCategories];    ///< as ReplyDataBytesSent
+  uint64_t TotalBytesSent;                            ///< the sum of the two above over every category
+  // clump's own, after AMUDP's fields:
+  uint64_t DataBytesReceived;  ///< payload bytes of medium and long messages received
+  uint64_t SendWaits;          ///< sends that found the destination's queue full and waited
+  uint64_t Endpoints;          ///< endpoints summed into this record
 } amx_stats_t;
 
-/// All zero: the starting value of a sum.
+/// The starting value of a sum: every counter 0, RequestMinLatency all ones.
 extern const amx_stats_t AMX_initial_stats;
-/// Stores the endpoint's counters in `*stats` (endpoints = 1).
+/// Stores the endpoint's counters in `*stats` (Endpoints = 1).
 int AMX_GetEndpointStatistics(ep_t ep, amx_stats_t *stats);
 /// Sets the endpoint's counters to zero.
 int AMX_ResetEndpointStatistics(ep_t ep);
-/// Adds `*add` into `*sum`, field by field.
+/// Adds `*add` into `*sum`, field by field (the minimum latency by minimum).
 int AMX_AggregateStatistics(amx_stats_t *sum, amx_stats_t *add);
-/// Formats `*stats` as a readable table, prints it to `out` (unless NULL)
-/// and returns it. `global` non-zero titles it as a job-wide sum. The string
-/// is overwritten by the next call in the same thread; NULL for NULL `stats`.
-const char *AMX_DumpStatistics(FILE *out, amx_stats_t *stats, int global);
+/// Formats `*stats` as a readable table, prints it to `fp` (a `FILE *`,
+/// unless NULL) and returns it. `global` non-zero titles it as a job-wide
+/// sum. The string is overwritten by the next call in the same thread; NULL
+/// for NULL `stats`.
+const char *AMX_DumpStatistics(void *fp, amx_stats_t *stats, int global);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -116,7 +116,9 @@ struct endpoint_stats {
   uint64_t requests_received[3];
   uint64_t replies_received[3];
   uint64_t returned;           ///< messages that came back to handler 0
-  uint64_t bytes_sent;         ///< payload bytes
+  uint64_t bytes_sent;         ///< payload bytes (the sum of the two below)
+  uint64_t request_bytes_sent[3];  ///< payload bytes of requests, by kind (short: 0)
+  uint64_t reply_bytes_sent[3];    ///< payload bytes of replies, by kind
   uint64_t bytes_received;
   uint64_t send_waits;         ///< sends that found a queue full and had to poll
   /// Packets refused as malformed: another process of the node wrote garbage
@@ -258,6 +260,11 @@ class token_base {
   bool can_reply() const noexcept { return is_request_ && !replied_; }
   /// The returned message, in handler 0 (else nullptr).
   const returned_message* returned() const noexcept { return returned_; }
+  /// The handler index the message was sent to (in handler 0: 0).
+  handler_index handler() const noexcept { return handler_; }
+  /// The message's kind and whether it is a request.
+  message_kind kind() const noexcept { return kind_; }
+  bool is_request() const noexcept { return is_request_; }
 
   /// Sends the reply with raw argument words (the typed `reply` calls this).
   status reply_raw(message_kind kind, handler_index h, const uint32_t* args, unsigned nargs, const void* data,
@@ -268,6 +275,7 @@ class token_base {
   uint32_t source_ = 0;
   uint32_t source_gen_ = 0;  // the low 32 bits of the sender's generation
   message_kind kind_ = message_kind::short_message;
+  handler_index handler_ = 0;
   tag_t tag_ = 0;
   bool is_request_ = false;
   bool replied_ = false;
@@ -445,6 +453,9 @@ class endpoint {
   bool is_mapped(int index) const noexcept;
   endpoint_name translation_name(int index) const;
   tag_t translation_tag(int index) const;
+  /// Changes the tag a mapped entry sends with (AMX_SetTranslationTag).
+  /// Throws clump::error (bad_arg) when the entry is not mapped.
+  void set_translation_tag(int index, tag_t tag);
 
   // ---- segment ----
   /// Allocates a segment of `bytes` in shared memory: long messages to it and

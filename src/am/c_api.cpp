@@ -170,8 +170,8 @@ extern "C" {
 
 // ---- limits ------------------------------------------------------------------------------
 
-size_t AMX_MaxMedium(void) { return clump::max_medium(); }
-size_t AMX_MaxLong(void) { return clump::max_long; }
+size_t AMX_LargestMedium(void) { return clump::max_medium(); }
+size_t AMX_LargestLong(void) { return clump::max_long; }
 
 int AM_MaxNumTranslations(int* ntrans) {
   if (!ntrans) return fail("AM_MaxNumTranslations", AM_ERR_BAD_ARG, "NULL pointer");
@@ -189,6 +189,11 @@ int AM_MaxSegLength(uintptr_t* nbytes) {
 
 int AM_Init(void) {
   return guarded("AM_Init", [] {
+    // AM_MaxMedium() is Berkeley's constant: every medium of that size must go.
+    if (clump::max_medium() < size_t{AM_MaxMedium()})
+      return fail("AM_Init", AM_ERR_RESOURCE,
+                  "CLUMP_MAX_MEDIUM is below AM_MaxMedium() (65000), which AM-2 programs may send: raise it to "
+                  "at least 64K (the default)");
     std::lock_guard lock(setup_mutex());
     if (init_count.load(std::memory_order_relaxed) == 0) clump::am::process::get();  // joins the job
     init_count.fetch_add(1, std::memory_order_release);
@@ -360,6 +365,14 @@ int AM_GetTranslationTag(ep_t ep, int i, tag_t* tag) {
   });
 }
 
+int AMX_SetTranslationTag(ep_t ep, int i, tag_t tag) {
+  return guarded("AMX_SetTranslationTag", [&] {
+    if (int rc = check("AMX_SetTranslationTag", ep); rc >= 0) return rc;
+    ep->ep.set_translation_tag(i, tag);
+    return AM_OK;
+  });
+}
+
 int AM_GetTranslationName(ep_t ep, int i, en_t* name) {
   return guarded("AM_GetTranslationName", [&] {
     if (int rc = check("AM_GetTranslationName", ep); rc >= 0) return rc;
@@ -393,6 +406,10 @@ int AM_SetExpectedResources(ep_t ep, int n_endpoints, int n_outstanding_requests
 }
 
 // ---- handlers ----------------------------------------------------------------------------
+
+// am.h's macros of the same names cast the caller's function; these are the functions under them.
+#undef AM_SetHandler
+#undef AM_SetHandlerAny
 
 int AM_SetHandler(ep_t ep, handler_t handler, amx_handler_fn_t fn) {
   return guarded("AM_SetHandler", [&] {
@@ -475,18 +492,20 @@ int AMX_GetEndpointStatistics(ep_t ep, amx_stats_t* stats) {
   if (int rc = check("AMX_GetEndpointStatistics", ep); rc >= 0) return rc;
   if (!stats) return fail("AMX_GetEndpointStatistics", AM_ERR_BAD_ARG, "NULL result pointer");
   const clump::endpoint_stats s = ep->ep.stats();
-  amx_stats_t out{};
-  for (int k = 0; k < 3; ++k) {
-    out.requests_sent[k] = s.requests_sent[k];
-    out.replies_sent[k] = s.replies_sent[k];
-    out.requests_received[k] = s.requests_received[k];
-    out.replies_received[k] = s.replies_received[k];
+  amx_stats_t out = AMX_initial_stats;
+  for (int k = 0; k < amx_NumCategories; ++k) {
+    out.RequestsSent[k] = s.requests_sent[k];
+    out.RepliesSent[k] = s.replies_sent[k];
+    out.RequestsReceived[k] = s.requests_received[k];
+    out.RepliesReceived[k] = s.replies_received[k];
+    out.RequestDataBytesSent[k] = out.RequestTotalBytesSent[k] = s.request_bytes_sent[k];
+    out.ReplyDataBytesSent[k] = out.ReplyTotalBytesSent[k] = s.reply_bytes_sent[k];
   }
-  out.returned = s.returned;
-  out.bytes_sent = s.bytes_sent;
-  out.bytes_received = s.bytes_received;
-  out.send_waits = s.send_waits;
-  out.endpoints = 1;
+  out.ReturnedMessages = s.returned;
+  out.TotalBytesSent = s.bytes_sent;
+  out.DataBytesReceived = s.bytes_received;
+  out.SendWaits = s.send_waits;
+  out.Endpoints = 1;
   *stats = out;
   return AM_OK;
 }

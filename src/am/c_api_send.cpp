@@ -22,9 +22,10 @@ int check_message(const char* fn, int nargs, const int32_t* args, clump::message
   if (nbytes > 0 && !data) [[unlikely]]
     return fail(fn, AM_ERR_BAD_ARG, "the payload pointer is NULL but its length is not 0");
   if (kind == clump::message_kind::medium && nbytes > clump::max_medium()) [[unlikely]]
-    return fail(fn, AM_ERR_BAD_ARG, "medium payload longer than AM_MaxMedium(); send it with AM_RequestXfer");
+    return fail(fn, AM_ERR_BAD_ARG,
+                "medium payload longer than AMX_LargestMedium() (CLUMP_MAX_MEDIUM); send it with AM_RequestXfer");
   if (kind == clump::message_kind::long_message && nbytes > clump::max_long) [[unlikely]]
-    return fail(fn, AM_ERR_BAD_ARG, "long payload longer than AM_MaxLong()");
+    return fail(fn, AM_ERR_BAD_ARG, "long payload longer than AMX_LargestLong() (4 GiB - 1)");
   return -1;
 }
 
@@ -106,6 +107,24 @@ int AMX_GetSourceId(void* token, int* index) {
     }
     return AM_ERR_RESOURCE;
   });
+}
+
+int AMX_GetTokenInfo(void* token, handler_t* handler, amx_category_t* category, int* is_req) {
+  if (!token) return fail("AMX_GetTokenInfo", AM_ERR_BAD_ARG, "NULL token");
+  const clump::token_base& t = token_of(token);
+  handler_t h = t.handler();
+  auto kind = t.kind();
+  bool request = t.is_request();
+  if (const clump::returned_message* m = t.returned()) {  // in handler 0: the message that came back
+    const int op = static_cast<int>(m->op);
+    h = m->handler;
+    request = op <= AM_REQUEST_XFER_M;
+    kind = static_cast<clump::message_kind>((op - 1) % 3);
+  }
+  if (handler) *handler = h;
+  if (category) *category = static_cast<amx_category_t>(kind);
+  if (is_req) *is_req = request ? 1 : 0;
+  return AM_OK;
 }
 
 int AMX_GetReturnedArgs(void* token, handler_t* handler, int* numargs, int32_t* args) {

@@ -11,6 +11,8 @@
 
 #include "am/c_api_impl.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cinttypes>
@@ -74,6 +76,9 @@ int start(am::process& p, eb_t& eb, ep_t& ep) {
 
 extern "C" {
 
+const char* AMX_ProcessLabel = nullptr;
+void (*AMX_SPMDkillmyprocess)(int) = [](int code) { std::exit(code); };
+
 int AMX_SPMDIsWorker(char** argv) {
   (void)argv;  // clumprun passes the program's arguments unchanged
   return 1;
@@ -106,6 +111,11 @@ int AMX_SPMDStartup(int* argc, char*** argv, int network_depth, uint64_t* job_id
   *eb = b;
   *ep = e;
   spmd_bundle = b;
+  if (!AMX_ProcessLabel) {
+    static char label[32];
+    std::snprintf(label, sizeof label, "Node %d", am::process::existing()->rank());
+    AMX_ProcessLabel = label;
+  }
   started.store(true, std::memory_order_release);
   return AM_OK;
 }
@@ -159,12 +169,13 @@ int AMX_SPMDExit(int code) {
   }
   // Once: a callback that calls AMX_SPMDExit itself goes straight to the exit.
   if (cb && !exiting.exchange(true, std::memory_order_acq_rel)) cb(code);
-  if (am::process* p = am::process::existing()) p->job().exit_job(code);
+  if (am::process* p = am::process::existing()) p->job().exit_job(code);  // never joined: nobody else to stop
   std::fflush(nullptr);
-  std::exit(code);  // never joined a job: nobody else to stop
+  if (void (*kill)(int) = AMX_SPMDkillmyprocess) kill(code);
+  ::_exit(code);  // a killmyprocess that returned
 }
 
-char* AMX_SPMDgetenvMaster(const char* name) {
+const char* AMX_SPMDgetenvMaster(const char* name) {
   if (!name) {
     fail("AMX_SPMDgetenvMaster", AM_ERR_BAD_ARG, "NULL name");
     return nullptr;
@@ -204,25 +215,35 @@ void AMX_FatalErr(const char* fmt, ...) {
 
 // ---- statistics ----------------------------------------------------------------------------
 
-const amx_stats_t AMX_initial_stats = {};
+const amx_stats_t AMX_initial_stats = [] {
+  amx_stats_t s{};
+  s.RequestMinLatency = ~amx_tick_t{0};
+  return s;
+}();
 
 int AMX_AggregateStatistics(amx_stats_t* sum, amx_stats_t* add) {
   if (!sum || !add) return fail("AMX_AggregateStatistics", AM_ERR_BAD_ARG, "NULL statistics");
-  for (int k = 0; k < 3; ++k) {
-    sum->requests_sent[k] += add->requests_sent[k];
-    sum->replies_sent[k] += add->replies_sent[k];
-    sum->requests_received[k] += add->requests_received[k];
-    sum->replies_received[k] += add->replies_received[k];
+  amx_stats_t& s = *sum;
+  const amx_stats_t& a = *add;
+  for (int k = 0; k < amx_NumCategories; ++k) {
+    for (auto f : {&amx_stats_t::RequestsSent, &amx_stats_t::RepliesSent, &amx_stats_t::RequestsRetransmitted,
+                   &amx_stats_t::RepliesRetransmitted, &amx_stats_t::RepliesSquashed, &amx_stats_t::RequestsReceived,
+                   &amx_stats_t::RepliesReceived, &amx_stats_t::RequestDataBytesSent,
+                   &amx_stats_t::ReplyDataBytesSent, &amx_stats_t::RequestTotalBytesSent,
+                   &amx_stats_t::ReplyTotalBytesSent})
+      (s.*f)[k] += (a.*f)[k];
   }
-  sum->returned += add->returned;
-  sum->bytes_sent += add->bytes_sent;
-  sum->bytes_received += add->bytes_received;
-  sum->send_waits += add->send_waits;
-  sum->endpoints += add->endpoints;
+  for (auto f : {&amx_stats_t::ReturnedMessages, &amx_stats_t::OutOfOrderRequests, &amx_stats_t::OutOfOrderReplies,
+                 &amx_stats_t::RequestSumLatency, &amx_stats_t::TotalBytesSent, &amx_stats_t::DataBytesReceived,
+                 &amx_stats_t::SendWaits, &amx_stats_t::Endpoints})
+    s.*f += a.*f;
+  s.RequestMinLatency = std::min(s.RequestMinLatency, a.RequestMinLatency);
+  s.RequestMaxLatency = std::max(s.RequestMaxLatency, a.RequestMaxLatency);
   return AM_OK;
 }
 
-const char* AMX_DumpStatistics(FILE* out, amx_stats_t* stats, int global) {
+const char* AMX_DumpStatistics(void* fp, amx_stats_t* stats, int global) {
+  FILE* out = static_cast<FILE*>(fp);
   if (!stats) {
     fail("AMX_DumpStatistics", AM_ERR_BAD_ARG, "NULL statistics");
     return nullptr;
@@ -239,17 +260,19 @@ const char* AMX_DumpStatistics(FILE* out, amx_stats_t* stats, int global) {
         n[0] + n[1] + n[2]);
   };
   text.clear();
-  add("AM statistics (%s, %" PRIu64 " endpoint%s)\n", global ? "all ranks" : "this rank", s.endpoints,
-      s.endpoints == 1 ? "" : "s");
+  add("AM statistics (%s, %" PRIu64 " endpoint%s)\n", global ? "all ranks" : "this rank", s.Endpoints,
+      s.Endpoints == 1 ? "" : "s");
   add("  %-20s %14s %14s %14s %14s\n", "messages", "short", "medium", "long", "total");
-  row("requests sent", s.requests_sent);
-  row("requests received", s.requests_received);
-  row("replies sent", s.replies_sent);
-  row("replies received", s.replies_received);
-  add("  %-20s %14" PRIu64 "\n", "returned (handler 0)", s.returned);
-  add("  %-20s %14" PRIu64 "\n", "payload bytes sent", s.bytes_sent);
-  add("  %-20s %14" PRIu64 "\n", "payload bytes recvd", s.bytes_received);
-  add("  %-20s %14" PRIu64 "\n", "sends that waited", s.send_waits);
+  row("requests sent", s.RequestsSent);
+  row("requests received", s.RequestsReceived);
+  row("replies sent", s.RepliesSent);
+  row("replies received", s.RepliesReceived);
+  row("request bytes sent", s.RequestDataBytesSent);
+  row("reply bytes sent", s.ReplyDataBytesSent);
+  add("  %-20s %14" PRIu64 "\n", "returned (handler 0)", s.ReturnedMessages);
+  add("  %-20s %14" PRIu64 "\n", "payload bytes sent", s.TotalBytesSent);
+  add("  %-20s %14" PRIu64 "\n", "payload bytes recvd", s.DataBytesReceived);
+  add("  %-20s %14" PRIu64 "\n", "sends that waited", s.SendWaits);
   if (out) {
     std::fputs(text.c_str(), out);
     std::fflush(out);

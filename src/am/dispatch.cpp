@@ -305,6 +305,7 @@ inline shape examine(const shm::queue_ref& q, const shm::packet& p, uint64_t hea
   t.source_ = p.source;
   t.source_gen_ = p.src_gen;
   t.kind_ = mk;
+  t.handler_ = p.handler;
   t.tag_ = p.tag;
   t.is_request_ = request;
   ++handler_depth;

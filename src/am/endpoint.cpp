@@ -211,6 +211,12 @@ tag_t endpoint::translation_tag(int index) const {
   return impl_->translations[static_cast<size_t>(index)].tag;
 }
 
+void endpoint::set_translation_tag(int index, tag_t tag) {
+  if (!is_mapped(index))
+    throw error(status::bad_arg, "set translation tag", "index " + std::to_string(index) + " is not mapped");
+  impl_->translations[static_cast<size_t>(index)].tag = tag;
+}
+
 // ---- segment ---------------------------------------------------------------
 
 /// Publishes the endpoint's (new) segment; then the old one, if the endpoint
@@ -324,9 +330,11 @@ endpoint_stats endpoint::stats() const noexcept {
     s.replies_sent[k] = e.replies_sent[k].get();
     s.requests_received[k] = e.requests_received[k].get();
     s.replies_received[k] = e.replies_received[k].get();
+    s.request_bytes_sent[k] = e.request_bytes_sent[k].get();
+    s.reply_bytes_sent[k] = e.reply_bytes_sent[k].get();
+    s.bytes_sent += s.request_bytes_sent[k] + s.reply_bytes_sent[k];
   }
   s.returned = e.returned.get();
-  s.bytes_sent = e.bytes_sent.get();
   s.bytes_received = e.bytes_received.get();
   s.send_waits = e.send_waits.get();
   s.corrupt = e.corrupt.get();
@@ -340,8 +348,10 @@ void endpoint::reset_stats() noexcept {
     e.replies_sent[k].v.store(0, std::memory_order_relaxed);
     e.requests_received[k].v.store(0, std::memory_order_relaxed);
     e.replies_received[k].v.store(0, std::memory_order_relaxed);
+    e.request_bytes_sent[k].v.store(0, std::memory_order_relaxed);
+    e.reply_bytes_sent[k].v.store(0, std::memory_order_relaxed);
   }
-  for (counter* c : {&e.returned, &e.bytes_sent, &e.bytes_received, &e.send_waits, &e.corrupt})
+  for (counter* c : {&e.returned, &e.bytes_received, &e.send_waits, &e.corrupt})
     c->v.store(0, std::memory_order_relaxed);
 }
 

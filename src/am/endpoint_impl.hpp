@@ -109,7 +109,8 @@ struct endpoint_impl {
 
   // Statistics.
   counter requests_sent[3], replies_sent[3], requests_received[3], replies_received[3];
-  counter returned, bytes_sent, bytes_received, send_waits;
+  counter request_bytes_sent[3], reply_bytes_sent[3];  // payload bytes, by kind
+  counter returned, bytes_received, send_waits;
   counter corrupt;  // packets refused as malformed (another process wrote garbage into our queues)
 };
 

@@ -366,7 +366,7 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
     return undeliverable(s == status::not_sent ? return_reason::bad_endpoint : return_reason::unreachable);
   if (s != status::ok) return s;
   (reply ? from.replies_sent : from.requests_sent)[k].add(1, par);
-  if (length) from.bytes_sent.add(length, par);
+  if (length) (reply ? from.reply_bytes_sent : from.request_bytes_sent)[k].add(length, par);
   return status::ok;
 }
 

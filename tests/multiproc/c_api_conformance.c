@@ -363,7 +363,7 @@ static unsigned char reply_src[LREP_LEN];
 
 static void ask_long(void *token, int32_t offset, int32_t len, int32_t seed) {
   fill(reply_src, (size_t)len, seed);
-  CHECK_RC(AM_ReplyXfer3(token, H_LONG_REP, reply_src, (size_t)len, (uintptr_t)offset, offset, len, seed), AM_OK);
+  CHECK_RC(AM_ReplyXfer3(token, (uintptr_t)offset, H_LONG_REP, reply_src, (size_t)len, offset, len, seed), AM_OK);
 }
 
 static void long_rep(void *token, void *buf, size_t nbytes, int32_t offset, int32_t len, int32_t seed) {
@@ -395,10 +395,10 @@ static void test_long(int round) {
   /* A put at offset 0 and one that ends exactly at the end of the segment. */
   int seed = 1000 + me + 100 * round;
   fill(data, PUT_LEN, seed);
-  CHECK_RC(AM_RequestXfer3(ep, peer, H_PUT, data, PUT_LEN, 0, 0, PUT_LEN, seed), AM_OK);
+  CHECK_RC(AM_RequestXfer3(ep, peer, 0, H_PUT, data, PUT_LEN, 0, PUT_LEN, seed), AM_OK);
   seed += 10;
   fill(data, END_LEN, seed);
-  CHECK_RC(AM_RequestXfer3(ep, peer, H_PUT, data, END_LEN, SEG_BYTES - END_LEN, SEG_BYTES - END_LEN, END_LEN, seed),
+  CHECK_RC(AM_RequestXfer3(ep, peer, SEG_BYTES - END_LEN, H_PUT, data, END_LEN, SEG_BYTES - END_LEN, END_LEN, seed),
            AM_OK);
   wait_for(&acks, base + 2);
 
@@ -406,7 +406,7 @@ static void test_long(int round) {
   seed += 10;
   fill(data, ASYNC_LEN, seed);
   int rc;
-  while ((rc = AM_RequestXferAsync3(ep, peer, H_PUT, data, ASYNC_LEN, ASYNC_OFF, ASYNC_OFF, ASYNC_LEN, seed)) ==
+  while ((rc = AM_RequestXferAsync3(ep, peer, ASYNC_OFF, H_PUT, data, ASYNC_LEN, ASYNC_OFF, ASYNC_LEN, seed)) ==
          AM_ERR_IN_USE)
     CHECK_RC(AM_Poll(eb), AM_OK);
   CHECK_RC(rc, AM_OK);
@@ -421,7 +421,7 @@ static void test_long(int round) {
   /* A get from the peer's segment (it filled GET_SRC with its own seed). */
   fill(seg + GET_SRC, GET_LEN, 5000 + me + 100 * round);
   CHECK_RC(AMX_SPMDBarrier(), AM_OK); /* every rank's source bytes are in place */
-  CHECK_RC(AM_GetXfer1(ep, peer, H_GOT, GET_SRC, GET_DST, GET_LEN, 5000 + peer + 100 * round), AM_OK);
+  CHECK_RC(AM_GetXfer1(ep, peer, GET_SRC, H_GOT, GET_DST, GET_LEN, 5000 + peer + 100 * round), AM_OK);
   wait_for(&gots, round + 1);
   CHECK(got_bad == 0, "AM_GetXferM brought wrong bytes (round %d)", round);
 
@@ -430,7 +430,7 @@ static void test_long(int round) {
   int sent = 0;
   const int start = selfs;
   for (;;) {
-    rc = AM_RequestXferAsync1(ep, me, H_SELF, data, SELF_LEN, SELF_OFF, sent);
+    rc = AM_RequestXferAsync1(ep, me, SELF_OFF, H_SELF, data, SELF_LEN, sent);
     if (rc != AM_OK) break;
     ++sent;
     CHECK(sent < 1000000, "AM_RequestXferAsync never reported a full queue");
@@ -504,7 +504,7 @@ static void test_returns(void) {
 
   /* A long request with a wrong tag comes back with its opcode. */
   unsigned char small[16] = {0};
-  CHECK_RC(AM_RequestXfer3(ep, bad_tag_entry, H_TARGET, small, sizeof small, 0, 1, 2, 3), AM_OK);
+  CHECK_RC(AM_RequestXfer3(ep, bad_tag_entry, 0, H_TARGET, small, sizeof small, 1, 2, 3), AM_OK);
   expect_return(__LINE__, EBADTAG, AM_REQUEST_XFER_M, H_TARGET);
   CHECK_RC(AM_UnMap(ep, bad_tag_entry), AM_OK);
 
@@ -516,10 +516,10 @@ static void test_returns(void) {
   expect_return(__LINE__, EBADHANDLER, AM_REQUEST_IM, H_UNSET);
 
   /* A long put that runs past the end of the destination's segment. */
-  CHECK_RC(AM_RequestXfer3(ep, peer, H_PUT, small, 11, SEG_BYTES - 10, 0, 11, 0), AM_OK);
+  CHECK_RC(AM_RequestXfer3(ep, peer, SEG_BYTES - 10, H_PUT, small, 11, 0, 11, 0), AM_OK);
   expect_return(__LINE__, EBADSEGOFF, AM_REQUEST_XFER_M, H_PUT);
   /* ... and a get from past the end of the peer's segment. */
-  CHECK_RC(AM_GetXfer1(ep, peer, H_GOT, SEG_BYTES - 10, GET_DST, 11, 0), AM_OK);
+  CHECK_RC(AM_GetXfer1(ep, peer, SEG_BYTES - 10, H_GOT, GET_DST, 11, 0), AM_OK);
   expect_return(__LINE__, EBADSEGOFF, AM_REQUEST_XFER_M, H_GOT);
 
   /* An entry that is not mapped. */
@@ -556,23 +556,23 @@ static void misuse_rep(void *token) {
 }
 
 static void test_bad_arguments(void) {
-  unsigned char *big = calloc(1, AM_MaxMedium() + 1);
+  unsigned char *big = calloc(1, AMX_LargestMedium() + 1);
   CHECK(big != NULL, "out of memory");
   int32_t words[AM_MaxShort() + 1] = {0};
   int ntrans = 0;
   CHECK_RC(AM_GetNumTranslations(ep, &ntrans), AM_OK);
 
-  CHECK_RC(AM_RequestI0(ep, peer, H_MED_REQ, big, AM_MaxMedium() + 1), AM_ERR_BAD_ARG);
+  CHECK_RC(AM_RequestI0(ep, peer, H_MED_REQ, big, AMX_LargestMedium() + 1), AM_ERR_BAD_ARG);
   CHECK_RC(AM_Request0(NULL, peer, H_WAKE_REQ), AM_ERR_BAD_ARG);
   CHECK_RC(AM_RequestI0(NULL, peer, H_MED_REQ, big, 1), AM_ERR_BAD_ARG);
-  CHECK_RC(AM_RequestXfer0(NULL, peer, H_PUT, big, 1, 0), AM_ERR_BAD_ARG);
-  CHECK_RC(AM_GetXfer0(NULL, peer, H_GOT, 0, 0, 1), AM_ERR_BAD_ARG);
+  CHECK_RC(AM_RequestXfer0(NULL, peer, 0, H_PUT, big, 1), AM_ERR_BAD_ARG);
+  CHECK_RC(AM_GetXfer0(NULL, peer, 0, H_GOT, 0, 1), AM_ERR_BAD_ARG);
   CHECK_RC(AM_Request0(ep, -1, H_WAKE_REQ), AM_ERR_BAD_ARG);
   CHECK_RC(AM_Request0(ep, ntrans, H_WAKE_REQ), AM_ERR_BAD_ARG);
   CHECK_RC(AMX_RequestShort(ep, peer, H_WAKE_REQ, AM_MaxShort() + 1, words), AM_ERR_BAD_ARG);
   CHECK_RC(AMX_RequestShort(ep, peer, H_WAKE_REQ, -1, words), AM_ERR_BAD_ARG);
-  CHECK_RC(AM_RequestXfer0(ep, peer, H_PUT, NULL, 10, 0), AM_ERR_BAD_ARG);
-  CHECK_RC(AM_GetXfer0(ep, peer, H_GOT, 0, SEG_BYTES - 5, 10), AM_ERR_BAD_ARG); /* outside our segment */
+  CHECK_RC(AM_RequestXfer0(ep, peer, 0, H_PUT, NULL, 10), AM_ERR_BAD_ARG);
+  CHECK_RC(AM_GetXfer0(ep, peer, 0, H_GOT, SEG_BYTES - 5, 10), AM_ERR_BAD_ARG); /* outside our segment */
   CHECK_RC(AM_Reply0(NULL, H_WAKE_REP), AM_ERR_BAD_ARG);
   CHECK_RC(AM_Poll(NULL), AM_ERR_BAD_ARG);
   CHECK_RC(AM_SetSeg(NULL, big, 1), AM_ERR_BAD_ARG);
@@ -657,28 +657,37 @@ static void test_collectives(void) {
 static void test_statistics(void) {
   amx_stats_t s;
   CHECK_RC(AMX_GetEndpointStatistics(ep, &s), AM_OK);
-  CHECK(s.requests_sent[AMX_STAT_SHORT] > 0 && s.requests_sent[AMX_STAT_MEDIUM] > 0 &&
-            s.requests_sent[AMX_STAT_LONG] > 0,
-        "requests sent: %llu short, %llu medium, %llu long", (unsigned long long)s.requests_sent[0],
-        (unsigned long long)s.requests_sent[1], (unsigned long long)s.requests_sent[2]);
-  CHECK(s.requests_received[AMX_STAT_SHORT] > 0 && s.requests_received[AMX_STAT_MEDIUM] > 0 &&
-            s.requests_received[AMX_STAT_LONG] > 0,
+  CHECK(s.RequestsSent[amx_Short] > 0 && s.RequestsSent[amx_Medium] > 0 && s.RequestsSent[amx_Long] > 0,
+        "requests sent: %llu short, %llu medium, %llu long", (unsigned long long)s.RequestsSent[0],
+        (unsigned long long)s.RequestsSent[1], (unsigned long long)s.RequestsSent[2]);
+  CHECK(s.RequestsReceived[AMX_STAT_SHORT] > 0 && s.RequestsReceived[AMX_STAT_MEDIUM] > 0 &&
+            s.RequestsReceived[AMX_STAT_LONG] > 0,
         "requests received are missing");
-  CHECK(s.replies_sent[AMX_STAT_SHORT] > 0 && s.replies_sent[AMX_STAT_MEDIUM] > 0 && s.replies_sent[AMX_STAT_LONG] > 0,
+  CHECK(s.RepliesSent[amx_Short] > 0 && s.RepliesSent[amx_Medium] > 0 && s.RepliesSent[amx_Long] > 0,
         "replies sent are missing");
-  CHECK(s.replies_received[AMX_STAT_SHORT] > 0 && s.replies_received[AMX_STAT_MEDIUM] > 0 &&
-            s.replies_received[AMX_STAT_LONG] > 0,
+  CHECK(s.RepliesReceived[amx_Short] > 0 && s.RepliesReceived[amx_Medium] > 0 && s.RepliesReceived[amx_Long] > 0,
         "replies received are missing");
-  CHECK(s.returned >= 8, "returned: %llu", (unsigned long long)s.returned);
-  CHECK(s.bytes_sent > PUT_LEN && s.bytes_received > PUT_LEN, "payload bytes are missing");
-  CHECK(s.endpoints == 1, "endpoints: %llu", (unsigned long long)s.endpoints);
+  CHECK(s.ReturnedMessages >= 8, "returned: %llu", (unsigned long long)s.ReturnedMessages);
+  /* Payload bytes by role and category: shorts carry none; the puts went out as long requests. */
+  CHECK(s.RequestDataBytesSent[amx_Short] == 0 && s.ReplyDataBytesSent[amx_Short] == 0,
+        "short messages counted payload bytes");
+  CHECK(s.RequestDataBytesSent[amx_Long] > PUT_LEN && s.RequestDataBytesSent[amx_Medium] > 0 &&
+            s.ReplyDataBytesSent[amx_Medium] > 0 && s.ReplyDataBytesSent[amx_Long] > 0,
+        "payload bytes by category are missing");
+  CHECK(s.TotalBytesSent == s.RequestTotalBytesSent[0] + s.RequestTotalBytesSent[1] + s.RequestTotalBytesSent[2] +
+                                s.ReplyTotalBytesSent[0] + s.ReplyTotalBytesSent[1] + s.ReplyTotalBytesSent[2],
+        "TotalBytesSent is not the sum of its parts");
+  CHECK(s.DataBytesReceived > PUT_LEN, "payload bytes received are missing");
+  CHECK(s.Endpoints == 1, "endpoints: %llu", (unsigned long long)s.Endpoints);
 
   amx_stats_t sum = AMX_initial_stats;
-  CHECK(sum.requests_sent[0] == 0 && sum.returned == 0 && sum.endpoints == 0, "AMX_initial_stats is not zero");
+  CHECK(sum.RequestsSent[0] == 0 && sum.ReturnedMessages == 0 && sum.Endpoints == 0 &&
+            sum.RequestMinLatency == (amx_tick_t)-1,
+        "AMX_initial_stats is not AMUDP's (zero, with all ones for the minimum latency)");
   CHECK_RC(AMX_AggregateStatistics(&sum, &s), AM_OK);
   CHECK_RC(AMX_AggregateStatistics(&sum, &s), AM_OK);
-  CHECK(sum.requests_sent[1] == 2 * s.requests_sent[1] && sum.bytes_received == 2 * s.bytes_received &&
-            sum.endpoints == 2,
+  CHECK(sum.RequestsSent[1] == 2 * s.RequestsSent[1] && sum.DataBytesReceived == 2 * s.DataBytesReceived &&
+            sum.ReplyDataBytesSent[2] == 2 * s.ReplyDataBytesSent[2] && sum.Endpoints == 2,
         "AMX_AggregateStatistics did not add");
   const char *text = AMX_DumpStatistics(NULL, &sum, 1);
   CHECK(text != NULL && strstr(text, "requests sent") != NULL, "AMX_DumpStatistics gave no table");
@@ -686,7 +695,8 @@ static void test_statistics(void) {
 
   CHECK_RC(AMX_ResetEndpointStatistics(ep), AM_OK);
   CHECK_RC(AMX_GetEndpointStatistics(ep, &s), AM_OK);
-  CHECK(s.requests_sent[0] == 0 && s.bytes_sent == 0, "AMX_ResetEndpointStatistics did not reset");
+  CHECK(s.RequestsSent[0] == 0 && s.TotalBytesSent == 0 && s.RequestDataBytesSent[amx_Long] == 0,
+        "AMX_ResetEndpointStatistics did not reset");
 }
 
 /* ---- AM_PAR: two threads send and poll one bundle -------------------------------------------------------- */
@@ -790,7 +800,9 @@ static void test_setup_calls(void) {
   CHECK(n == AM_MaxNumHandlers(), "AM_GetNumHandlers: %d", n);
   CHECK_RC(AM_MaxNumTranslations(&n), AM_OK);
   CHECK(n >= nprocs, "AM_MaxNumTranslations: %d", n);
-  CHECK(AM_MaxMedium() >= 8192 && AM_MaxLong() >= 65000 && AM_MaxShort() >= 16, "limits too small");
+  CHECK(AM_MaxMedium() == 65000 && AM_MaxLong() == 65000 && AM_MaxShort() == 16, "not Berkeley's limits");
+  CHECK(AMX_LargestMedium() >= (size_t)AM_MaxMedium() && AMX_LargestLong() >= ((size_t)1 << 32) - 1,
+        "the extension's limits are smaller than the standard ones");
 
   /* Every rank is mapped at its own index, with a real tag. */
   for (int r = 0; r < nprocs; ++r) {

@@ -111,6 +111,10 @@ class job_runner {
   void end_job(int code, const std::string& message, bool politely = false);
   void on_signal(int sig);
   void kill_all();
+  /// How long ranks get to end after SIGTERM (or a forwarded signal) before SIGKILL.
+  steady::duration grace() const {
+    return std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(o_.kill_grace_seconds));
+  }
   void reap();
   void on_rank_exit(rank_proc& rp, int st);
   // "rank 3" or "ranks 0, 2, 5": the ranks that satisfy `pred`, at most 8 named.

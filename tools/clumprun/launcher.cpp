@@ -26,9 +26,7 @@ namespace clumprun {
 
 namespace {
 
-// How long ranks get to end after SIGTERM (or a forwarded signal) before
-// SIGKILL, and how long after SIGKILL before clumprun stops waiting.
-constexpr auto grace = std::chrono::seconds(2);
+// How long after SIGKILL clumprun stops waiting for ranks that did not end.
 constexpr auto give_up_after_kill = std::chrono::seconds(5);
 constexpr int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 // What clumprun sets for each rank; stale values from an enclosing job are dropped.
@@ -290,7 +288,7 @@ void job_runner::end_job(int code, const std::string& message, bool politely) {
   }
   signal_all(SIGTERM);
   termed_ = true;
-  kill_at_ = now + grace;
+  kill_at_ = now + grace();
 }
 
 void job_runner::on_signal(int sig) {
@@ -300,11 +298,11 @@ void job_runner::on_signal(int sig) {
     if (o_.verbose) say(fmt::format("received {}; forwarding it to the ranks", signal_name(sig)));
     signal_all(sig);
     termed_ = true;
-    kill_at_ = steady::now() + grace;
+    kill_at_ = steady::now() + grace();
   } else if (!termed_) {
     signal_all(sig);  // cut the polite wait after an exit request short
     termed_ = true;
-    kill_at_ = steady::now() + grace;
+    kill_at_ = steady::now() + grace();
   } else if (!killed_) {
     say(fmt::format("received {} while ending the job; killing the ranks now", signal_name(sig)));
     kill_all();
@@ -440,11 +438,11 @@ bool job_runner::handle_deadlines(steady::time_point now) {
   if (ending_ && !termed_ && now >= term_at_) {
     signal_all(SIGTERM);
     termed_ = true;
-    kill_at_ = now + grace;
+    kill_at_ = now + grace();
   }
   if (termed_ && !killed_ && now >= kill_at_) {
-    say(fmt::format("{} did not end within {} s; sending SIGKILL", rank_list(running),
-                    std::chrono::duration_cast<std::chrono::seconds>(grace).count()));
+    say(fmt::format("{} did not end within {} s of SIGTERM (--kill-grace); sending SIGKILL", rank_list(running),
+                    o_.kill_grace_seconds));
     kill_all();
   }
   if (killed_ && now >= give_up_at_) {

@@ -25,6 +25,7 @@ struct launch_options {
   bool keep_going = false;  ///< a failed rank does not end the job (its exit code is still reported)
   int verbose = 0;
   double timeout_seconds = 0;              ///< 0: no limit
+  double kill_grace_seconds = 2;           ///< how long ranks get after SIGTERM before SIGKILL (--kill-grace)
   std::vector<cpu_set_t> cpu_sets;         ///< one per rank, or empty: do not bind
   std::vector<std::string> bind_descriptions;
   uint64_t job_id = 0;

@@ -1,0 +1,57 @@
+/* The AM-2 C API side of bench/pingpong (see capi_pingpong.h). Written as an
+ * AM-2 program would be: handlers registered without casts, Berkeley's macros. */
+
+#include "capi_pingpong.h"
+
+#include <clump/am.h>
+
+enum { H_PING = 1, H_PONG, H_STOP };
+
+static eb_t eb;
+static ep_t ep;
+static int serving;
+static int done;
+static int32_t got[2];
+
+static void ping(void *token, int32_t a, int32_t b) { AM_Reply2(token, H_PONG, a, b); }
+
+static void pong(void *token, int32_t a, int32_t b) {
+  (void)token;
+  got[0] = a;
+  got[1] = b;
+  done = 1;
+}
+
+static void stop(void *token) {
+  (void)token;
+  serving = 0;
+}
+
+int capi_start(int *argc, char ***argv) {
+  uint64_t job = 0;
+  int rc = AMX_SPMDStartup(argc, argv, 0, &job, &eb, &ep);
+  if (rc == AM_OK) rc = AM_SetHandler(ep, H_PING, ping);
+  if (rc == AM_OK) rc = AM_SetHandler(ep, H_PONG, pong);
+  if (rc == AM_OK) rc = AM_SetHandler(ep, H_STOP, stop);
+  if (rc == AM_OK) rc = AMX_SPMDBarrier(); /* every rank's handlers are in place */
+  return rc;
+}
+
+void capi_serve(void) {
+  serving = 1;
+  while (serving) AM_Poll(eb);
+}
+
+int capi_stop(int peer) { return AM_Request0(ep, peer, H_STOP); }
+
+int capi_pingpong(int peer, uint64_t first, uint64_t n) {
+  for (uint64_t i = first; i < first + n; ++i) {
+    const int32_t w = (int32_t)(uint32_t)i;
+    done = 0;
+    int rc = AM_Request2(ep, peer, H_PING, w, ~w);
+    if (rc != AM_OK) return rc;
+    while (!done) AM_Poll(eb);
+    if (got[0] != w || got[1] != ~w) return -1;
+  }
+  return 0;
+}
