@@ -21,6 +21,14 @@ int capi_stop(int peer);
  * AM_Reply2 with the same words, spinning on AM_Poll. Returns 0, an AM code,
  * or -1 when a reply carried the wrong words. */
 int capi_pingpong(int peer, uint64_t first, uint64_t n);
+/** Every rank: gives the C endpoint a segment of `bytes` of memory from
+ * malloc (a private segment: AM_SetSeg), as AM-2 programs do. 0 or an AM code. */
+int capi_private_segment(uint64_t bytes);
+/** Rank 0: `n` long requests of `bytes` back to back into rank `peer`'s
+ * private segment (AM_RequestXfer0 to a rotating offset among `slots`
+ * slots), then a flush request answered with the count. 0, an AM code, or -1
+ * when the count is wrong. */
+int capi_long_stream(int peer, uint64_t bytes, int slots, uint64_t n);
 
 #ifdef __cplusplus
 }

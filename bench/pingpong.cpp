@@ -126,6 +126,9 @@ void add_clump_figures(std::vector<figure>& figs, pingpong::driver& d, const opt
                             !net                ? peers_bandwidth(s)
                             : s == (1u << 20) ? pingpong::net_peers_bandwidth
                                                 : ""));
+  if (o.wants("long_stream"))
+    for (size_t s : o.quick ? std::vector<size_t>{1u << 20} : std::vector<size_t>{64u << 10, 256u << 10, 1u << 20, 4u << 20})
+      figs.push_back(make(bw, "long_stream_private", bench::bytes_text(s), s, "GB/s", d.capi_private_bandwidth(s)));
   if (o.wants("medium_stream"))
     for (size_t s : o.quick ? std::vector<size_t>{4u << 10, max_medium}
                             : std::vector<size_t>{512, 4u << 10, 16u << 10, max_medium})
@@ -170,7 +173,7 @@ void add_ratios(bench::report& rep, bool net) {
       r.ratio = r.data.median() / cl->data.median();
       r.ratio_of = "cache_line_one_way";
     }
-    if (r.id == "long_stream" || r.id == "medium_stream" || r.id == "memcpy_to_shm") {
+    if (r.id == "long_stream" || r.id == "long_stream_private" || r.id == "medium_stream" || r.id == "memcpy_to_shm") {
       if (const bench::row* m = rep.find("memcpy", r.bytes); m && m->data.median() > 0) {
         r.ratio = r.data.median() / m->data.median();
         r.ratio_of = "memcpy " + m->size;
@@ -261,6 +264,11 @@ void describe(bench::report& rep, const options& o, bool alone) {
                                   "of the peer's segment; the handler only counts (it does not read the payload); "
                                   "a flush request answered with the count ends each loop",
                                   o.slots));
+  rep.notes.push_back("long_stream_private: the same stream through the AM-2 C API (AM_RequestXfer0) into a segment "
+                      "of malloc'd memory given to AM_SetSeg, as AM-2 programs have; on one node clump writes it "
+                      "into the receiver's memory by cross-memory attach up to CLUMP_CMA_MAX (512 KiB), or, above it, "
+                      "with CLUMP_CMA_MAX=0 or where the kernel refuses, through the medium ring in pieces; a flush "
+                      "every 16 messages");
   rep.notes.push_back("medium_stream: medium requests back to back; the handler only counts; flush as above");
   rep.notes.push_back("short_stream: short requests without arguments whose handler only counts (no reply); flush "
                       "as above");
@@ -473,8 +481,11 @@ int main(int argc, char** argv) {
   // Handlers first: the barriers below separate registration from sending.
   pingpong::state st;
   pingpong::handlers h(rt.endpoint(), st);
-  // The C API's endpoint beside the C++ one (its startup ends with a barrier).
+  // The C API's endpoint beside the C++ one (its startup ends with a barrier),
+  // with a segment of malloc'd memory for the largest long stream.
   if (int rc = capi_start(&argc, &argv); rc != 0) die(fmt::format("AMX_SPMDStartup failed: AM code {}", rc));
+  if (int rc = capi_private_segment(static_cast<uint64_t>(o.slots) * pingpong::driver::max_payload); rc != 0)
+    die(fmt::format("AM_SetSeg of malloc'd memory failed: AM code {}", rc));
 
   cpu_set_t mine;
   if (::sched_getaffinity(0, sizeof mine, &mine) != 0) die("sched_getaffinity failed");

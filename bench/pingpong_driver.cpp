@@ -212,6 +212,26 @@ bench::workload driver::capi_short_latency() {
   return w;
 }
 
+bench::workload driver::capi_private_bandwidth(size_t bytes) {
+  bench::workload w;
+  w.begin = [this] { check(ep_.request(peer_, h_.capi), "C API session request"); };
+  w.end = [this] {
+    if (int rc = capi_stop(peer_); rc != 0) die(fmt::format("the C API's stop request failed: AM code {}", rc));
+  };
+  w.run = [this, bytes](uint64_t n, bench::steady::time_point deadline) -> uint64_t {
+    // Chunks of 16 messages, each ended by a flush (one round trip per 16 payloads).
+    uint64_t i = 0;
+    for (; i < n && !(i > 0 && bench::steady::now() > deadline); i += std::min<uint64_t>(16, n - i))
+      if (int rc = capi_long_stream(peer_, bytes, slots_, std::min<uint64_t>(16, n - i)); rc != 0)
+        die(rc < 0 ? "the C API's long stream lost messages" : fmt::format("AM_RequestXfer0 failed: AM code {}", rc));
+    return i;
+  };
+  w.value = [bytes](double secs, uint64_t n) {
+    return static_cast<double>(bytes) * static_cast<double>(n) / secs / 1e9;
+  };
+  return w;
+}
+
 void driver::start_echo_session() { check(ep_.request(peer_, h_.echo), "echo request"); }
 
 void driver::start_udp_session(uint64_t session, uint8_t mode) {

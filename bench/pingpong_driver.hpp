@@ -101,6 +101,10 @@ class driver {
   /// The short latency of 2 words through the AM-2 C API (capi_pingpong.c):
   /// AM_Request2 answered by AM_Reply2, spinning on AM_Poll; us one way.
   bench::workload capi_short_latency();
+  /// Long requests of `bytes` back to back through the AM-2 C API into the
+  /// peer's segment of malloc'd memory (AM_SetSeg: a private segment, as
+  /// AM-2 programs have); GB/s.
+  bench::workload capi_private_bandwidth(size_t bytes);
   /// Puts rank 1 into a cache-line echo session (the limit's begin()).
   void start_echo_session();
   /// Puts rank 1 into raw UDP session `session` in `mode` (a bench::udp_mode).

@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
                "the exit code is still the first failure's");
   app.add_option("--timeout", timeout_text, "end the job after SECONDS (exit code 124)")->type_name("SECONDS");
   std::string grace_text;
-  app.add_option("--kill-grace", grace_text,
+  auto* grace_option = app.add_option("--kill-grace", grace_text,
                  "when the job ends early, ranks get SECONDS after SIGTERM to exit before SIGKILL (0 to 3600; "
                  "default 2); the exit code stays the first failure's")
       ->type_name("SECONDS");
@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
   }
 
   double kill_grace = 2;
-  if (!grace_text.empty()) {
+  if (grace_option->count() > 0) {
     char* end = nullptr;
     kill_grace = std::strtod(grace_text.c_str(), &end);
     if (end == grace_text.c_str() || *end != '\0' || !(kill_grace >= 0) || kill_grace > 3600)

@@ -38,6 +38,12 @@ void run_returned(endpoint_impl& e, const returned_message& m) noexcept {
     h0.fn(h0.ctx, t, m.args.data(), static_cast<unsigned>(m.args.size()), nullptr, 0);
   } else if (e.on_returned) {
     e.on_returned(m);
+  } else if (m.op >= message_op::reply) {
+    // A reply that came back to an endpoint without handler 0: its
+    // requester is gone or refused it; the replier has nothing left to do.
+    core::log_warning("a reply to handler %u (%zu payload bytes) came back undelivered: %s; dropped (no handler 0 "
+                      "is set on this endpoint)",
+                      m.handler, m.length, to_string(m.reason));
   } else {
     core::fatal("a message to handler %u (%zu payload bytes) came back undelivered: %s; no handler 0 is set on "
                 "this endpoint (set one with endpoint::on_returned or AM_SetHandler(ep, 0, ...) to handle it)",
@@ -50,8 +56,8 @@ endpoint_name own_name(const endpoint_impl& e) noexcept {
   return {e.proc->job_id(), static_cast<uint32_t>(e.proc->rank()), e.slot, e.generation};
 }
 
-/// Sends the packet back to its sender's handler 0 (a request), or drops it
-/// with a warning (a reply: AM-II returns nothing to a replier).
+/// Sends the packet back to its sender's handler 0, a request or a reply
+/// (AM-2: handler 0 gets AM_REPLY_* opcodes too).
 [[gnu::cold]] void reject(endpoint_impl& e, const shm::packet& p, const uint32_t* args, unsigned nargs,
                           uint64_t offset, return_reason why) noexcept {
   if (p.kind == packet_kind::returned) {
@@ -59,10 +65,6 @@ endpoint_name own_name(const endpoint_impl& e) noexcept {
     return;
   }
   if (p.kind == packet_kind::long_piece || p.kind == packet_kind::long_piece_reply) return;  // the last piece reports
-  if (!shm::is_request(p.kind)) {
-    core::log_warning("a reply from rank %d was dropped: %s", am::source_rank(p.source), to_string(why));
-    return;
-  }
   pending_return r{};
   r.reason = why;
   r.op = op_of(p.kind);

@@ -45,6 +45,7 @@ endpoint::endpoint(bundle& b) : impl_(new endpoint_impl) {
   e.bundle = b.impl();
   e.parallel = b.mode() == bundle_mode::parallel;
   e.max_medium = core::settings().max_medium;
+  e.cma_max = core::settings().cma_max;
   shm::region& reg = e.proc->region();
   try {
     e.slot = reg.take_endpoint_slot(e.generation);
@@ -98,6 +99,7 @@ endpoint::~endpoint() {
   // endpoint: later polls of any bundle of the process send them.
   adopt_returns(e);
   if (e.segment_owned) release_segment(e, e.segment_offset, e.segment_length);
+  else if (e.segment_offset == shm::private_segment && e.segment_length) e.proc->quiesce_copies();  // see publish_segment
   e.proc->region().give_endpoint_slot(e.slot);
   delete impl_;
 }
@@ -219,13 +221,25 @@ void endpoint::set_translation_tag(int index, tag_t tag) {
 
 // ---- segment ---------------------------------------------------------------
 
+/// Where senders of the node find the endpoint's segment: its offset in our
+/// region, or, for a private one, its address here (for cross-memory attach).
+static void write_own_segment(endpoint_impl& e) noexcept {
+  const bool is_private = e.segment_offset == shm::private_segment;
+  shm::write_segment(*e.own.header, e.segment_offset, e.segment_length,
+                     is_private ? reinterpret_cast<uint64_t>(e.segment) : 0);
+}
+
 /// Publishes the endpoint's (new) segment; then the old one, if the endpoint
 /// owned it, is released once nobody can still be writing into it: a
-/// segment that is replaced is never written after it is released.
+/// segment that is replaced is never written after it is released. The
+/// program's own memory (a private segment, which other processes of the
+/// node write into by cross-memory attach) is likewise not written once this
+/// returns: the program may free it.
 static void publish_segment(endpoint_impl& e, bool owned_before, uint64_t old_offset, size_t old_length) noexcept {
-  shm::write_segment(*e.own.header, e.segment_offset, e.segment_length);
+  write_own_segment(e);
   e.proc->set_slot_segment(e.slot, e.segment, e.segment_length);  // for long messages from the network
   if (owned_before) release_segment(e, old_offset, old_length);
+  else if (old_offset == shm::private_segment && old_length) e.proc->quiesce_copies();
 }
 
 std::span<std::byte> endpoint::allocate_segment(size_t bytes) {

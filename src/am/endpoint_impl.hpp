@@ -74,6 +74,7 @@ struct endpoint_impl {
   shm::queue_block_view own;
   bool parallel = false;
   size_t max_medium = 0;   // CLUMP_MAX_MEDIUM, cached off the settings registry
+  size_t cma_max = 0;      // CLUMP_CMA_MAX: long messages into private segments of the node by cross-memory attach
 
   // Consumer state (this process only).
   // Atomic (relaxed) only because a sleeping thread may read them while the

@@ -46,11 +46,11 @@ bool net_sink::deliver(int peer, const net::message_header& m, const uint32_t* a
   uint64_t state = 0;
   remote_endpoint* own = meant(p_, m.dst_slot, m.dst_gen, state);
   auto refuse = [&](return_reason why) {
-    if (request)
-      p_.defer_net_return(peer, m, args, static_cast<uint8_t>(why));
-    else
+    if (kind == msg_kind::returned)
       core::log_warning("a %s from rank %d to endpoint %u was dropped: %s", what(kind), peer, m.dst_slot,
                         to_string(why));
+    else
+      p_.defer_net_return(peer, m, args, static_cast<uint8_t>(why));  // a request or a reply, as AM-2 says
     return true;
   };
   if (!own) return refuse(return_reason::bad_endpoint);
@@ -86,7 +86,7 @@ bool net_sink::deliver(int peer, const net::message_header& m, const uint32_t* a
 
 bool net_sink::give_back(int peer, const net::message_header& m, const uint32_t* args) noexcept {
   const auto kind = static_cast<msg_kind>(m.kind);
-  if (!net::is_request(kind)) {
+  if (kind == msg_kind::returned) {
     core::log_warning("a %s to rank %d was dropped: that process is unreachable", what(kind), peer);
     return true;
   }

@@ -31,6 +31,9 @@ struct remote_endpoint {
   uint64_t region_size = 0;          // its size, as checked when it was mapped
   pid_t pid = 0;                     // the owner's process (shared memory only)
   std::atomic<bool> gone{false};     // its process was found dead: fail sends at once
+  // Cross-memory attach into its process (a private segment): 0 not tried
+  // yet, 1 works, -1 the kernel refuses it (long payloads then go through the ring).
+  std::atomic<int8_t> cma{0};
   bool net = false;                  // reached through the network protocol
   // Network only: what the endpoint told us about itself in its last message
   // (a reply goes out with the requester's tag, to its generation).

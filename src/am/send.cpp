@@ -2,6 +2,7 @@
 
 #include <sched.h>
 #include <signal.h>
+#include <sys/uio.h>
 
 #include <cerrno>
 
@@ -43,6 +44,7 @@ struct outgoing {
   std::byte* direct = nullptr;      // copied into the destination segment after the claim
   const void* direct_data = nullptr;
   size_t direct_bytes = 0;
+  pid_t direct_pid = 0;             // non-zero: `direct` is an address in that process (cross-memory attach)
 };
 
 [[gnu::cold]] status misuse(const char* what) noexcept {
@@ -73,6 +75,44 @@ struct outgoing {
 namespace {
 
 [[gnu::cold]] bool owner_alive(am::process& proc, am::remote_endpoint& to) noexcept { return !proc.rank_failed(to.rank); }
+
+enum class cma_result { done, refused, gone, fault };
+
+/// Writes `n` bytes at `data` to `address` in process `pid` (cross-memory
+/// attach). refused: the kernel does not allow it (permissions, no such
+/// system call); gone: the process has exited; fault: the range is not
+/// mapped there (bytes may have landed in part).
+cma_result write_into(pid_t pid, std::byte* address, const void* data, size_t n) noexcept {
+  while (n > 0) {
+    iovec local{const_cast<void*>(data), n}, remote{address, n};
+    const ssize_t w = ::process_vm_writev(pid, &local, 1, &remote, 1, 0);
+    if (w <= 0) {
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0 && errno == ESRCH) return cma_result::gone;
+      if (w < 0 && (errno == EPERM || errno == ENOSYS || errno == EACCES || errno == EINVAL))
+        return cma_result::refused;
+      return cma_result::fault;
+    }
+    // A short write: the rest of the range is not mapped, or a signal came.
+    address += w;
+    data = static_cast<const std::byte*>(data) + w;
+    n -= static_cast<size_t>(w);
+  }
+  return cma_result::done;
+}
+
+[[gnu::cold]] void cma_refused(am::remote_endpoint& to) noexcept {
+  if (to.cma.exchange(-1, std::memory_order_relaxed) != -1)
+    core::log_info("the kernel refuses cross-memory attach into rank %d (%s): long messages into its private "
+                   "segments go through the ring",
+                   to.rank, std::strerror(errno));
+}
+
+[[gnu::cold]] void cma_fault(const am::remote_endpoint& to, uint64_t address, size_t n) noexcept {
+  core::log_warning("the private segment of rank %d's endpoint %u is not mapped in its process at 0x%llx (%zu "
+                    "bytes): was its memory freed while it was still the segment? The long message comes back",
+                    to.rank, to.slot, static_cast<unsigned long long>(address), n);
+}
 
 /// Writes argument words 8 and on into a packet's further lines.
 void fill_more_args(const shm::queue_ref& q, uint32_t line, uint32_t lines, const uint32_t* args,
@@ -114,7 +154,7 @@ claim_result try_enqueue(am::remote_endpoint& to, bool reply, const outgoing& m,
   // with an owner freeing its endpoint (endpoint.cpp, retire()): either the
   // owner's drain, which starts after its seq_cst store of the state, sees
   // this claim, or this load sees that store.
-  const bool gone = to.view.header->state.load(std::memory_order_seq_cst) != expect;
+  bool gone = to.view.header->state.load(std::memory_order_seq_cst) != expect;
   shm::packet& p = shm::line_at(q, c.line);
   p.kind = gone ? packet_kind::cancelled : m.kind;
   p.handler = m.handler;
@@ -135,7 +175,18 @@ claim_result try_enqueue(am::remote_endpoint& to, bool reply, const outgoing& m,
   fill_more_args(q, c.line, lines, m.args, m.nargs);
   if (!gone) {
     if (m.ring_bytes) std::memcpy(shm::ring_at(q, c.ring_line), m.ring_data, m.ring_bytes);
-    if (m.direct_bytes) std::memmove(m.direct, m.direct_data, m.direct_bytes);  // may overlap (to oneself)
+    if (m.direct_pid) {
+      // Into a private segment of another process: a failure now (its
+      // memory unmapped, the process gone) cancels the claimed packet.
+      const cma_result r = write_into(m.direct_pid, m.direct, m.direct_data, m.direct_bytes);
+      if (r != cma_result::done) {
+        if (r == cma_result::fault) cma_fault(to, reinterpret_cast<uint64_t>(m.direct), m.direct_bytes);
+        p.kind = packet_kind::cancelled;
+        gone = true;
+      }
+    } else if (m.direct_bytes) {
+      std::memmove(m.direct, m.direct_data, m.direct_bytes);  // may overlap (to oneself)
+    }
   }
   core::sent_outside();  // (TSan only) the message may reach us back through another process
   shm::publish(q, c);
@@ -251,13 +302,10 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
   m.src_gen = shm::gen32(from.generation);
   m.length = static_cast<uint32_t>(length);
   const message_op op = op_of(m.kind);
-  // A message that cannot be delivered: back to handler 0 (a reply: dropped,
-  // its requester is gone or refuses it).
+  // A message that cannot be delivered: back to handler 0, a reply as a
+  // request (AM-2's AM_REPLY_* opcodes; see dispatch.cpp's run_returned for
+  // an endpoint without handler 0).
   auto undeliverable = [&](return_reason why) {
-    if (reply) {
-      core::log_warning("a reply to rank %d was dropped: %s", to.rank, to_string(why));
-      return status::not_sent;
-    }
     return_locally(from, why, op, h, args, nargs, length, offset, name_or(from, to, dest_name, expect), tag);
     return status::ok;
   };
@@ -293,8 +341,8 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
       // segment we are about to write into.
       copy_guard copying(from.proc->region().copying());
       // A consistent pair (seqlock); the receiver checks the bounds again on arrival.
-      uint64_t seg_off = 0, seg_len = 0;
-      while (!shm::read_segment(*to.view.header, seg_off, seg_len))
+      uint64_t seg_off = 0, seg_len = 0, seg_addr = 0;
+      while (!shm::read_segment(*to.view.header, seg_off, seg_len, &seg_addr))
         if (!owner_alive(*from.proc, to)) return undeliverable(return_reason::unreachable);  // died mid-change
       if (offset > seg_len || length > seg_len - offset) [[unlikely]]
         return undeliverable(return_reason::bad_segment_offset);
@@ -328,8 +376,58 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
         s = enqueue(from, to, reply, m, policy, expect);
         break;
       }
+      // A private segment: straight into the owner's memory where the kernel
+      // lets us (cross-memory attach: one copy, by the kernel), still inside
+      // the copy guard (the owner waits for it before the program may free
+      // that memory, see endpoint.cpp's publish_segment).
+      if (length && length <= from.cma_max && seg_addr && to.cma.load(std::memory_order_relaxed) >= 0) {
+        std::byte* dst = reinterpret_cast<std::byte*>(seg_addr) + offset;
+        if (to.rank == from.proc->rank()) {  // our own process: the address is ours
+          if (policy == when_full::give_up) {
+            m.direct = dst;
+            m.direct_data = data;
+            m.direct_bytes = length;
+          } else {
+            std::memmove(dst, data, length);
+            copying.end();
+          }
+          s = enqueue(from, to, reply, m, policy, expect);
+          break;
+        }
+        if (policy == when_full::give_up && to.cma.load(std::memory_order_relaxed) > 0) {
+          // Asynchronous (and known to work): claim first, so that a full
+          // queue leaves the segment untouched; the write follows the claim.
+          m.direct = dst;
+          m.direct_data = data;
+          m.direct_bytes = length;
+          m.direct_pid = to.pid;
+          s = enqueue(from, to, reply, m, policy, expect);
+          break;
+        }
+        if (policy != when_full::give_up) {
+          bool refused = false;
+          switch (write_into(to.pid, dst, data, length)) {
+            case cma_result::done:
+              to.cma.store(1, std::memory_order_relaxed);
+              break;
+            case cma_result::gone: return undeliverable(return_reason::unreachable);
+            case cma_result::fault:
+              cma_fault(to, seg_addr + offset, length);
+              return undeliverable(return_reason::bad_segment_offset);
+            case cma_result::refused:
+              cma_refused(to);
+              refused = true;
+              break;
+          }
+          if (!refused) {
+            copying.end();
+            s = enqueue(from, to, reply, m, policy, expect);
+            break;
+          }
+        }
+      }
       copying.end();
-      // A private segment: the payload travels through the ring in pieces
+      // Else the payload travels through the ring in pieces
       // that the receiver copies into place; the last one runs the handler.
       // Pieces fit both our medium limit and half the receiver's ring.
       const size_t piece = std::min<size_t>(
@@ -654,8 +752,14 @@ status token_base::reply_raw(message_kind kind, handler_index h, const uint32_t*
   const uint64_t state = to->net ? shm::alive_state(to->peer_gen.load(std::memory_order_relaxed))
                                  : to->view.header->state.load(std::memory_order_relaxed);
   if (!shm::is_alive(state) || shm::gen32(shm::generation_of(state)) != source_gen_) [[unlikely]] {
-    core::log_warning("a reply to rank %d was dropped: the requesting endpoint was freed", to->rank);
-    return status::not_sent;
+    // The requester was freed: the reply comes back to our handler 0.
+    const message_op op = kind == message_kind::short_message ? message_op::reply
+                          : kind == message_kind::medium      ? message_op::reply_medium
+                                                              : message_op::reply_long;
+    return_locally(*ep_, return_reason::bad_endpoint, op, h, args, nargs, length, offset,
+                   name_of(*ep_, source_, source_gen_), tag);
+    replied_ = true;
+    return status::ok;
   }
   if (kind == message_kind::short_message && try_send_short(*ep_, *to, true, h, args, nargs, tag, state)) {
     replied_ = true;

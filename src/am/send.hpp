@@ -29,8 +29,8 @@ inline bool tag_accepts(tag_t mine, tag_t sent) noexcept {
 /// `expect` is the destination's state (shm::alive_state of its generation)
 /// the message is meant for: if it changes before the message is in the
 /// queue (endpoint freed, slot reused), the message is not delivered. A
-/// reply that cannot be delivered is dropped with a warning (its requester
-/// is gone) and returns not_sent.
+/// reply that cannot be delivered comes back to the replier's handler 0, as
+/// a request does (AM-2's AM_REPLY_* opcodes).
 status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, message_kind kind, handler_index h,
                     const uint32_t* args, unsigned nargs, const void* data, size_t length, uint64_t offset,
                     tag_t tag, when_full policy, const endpoint_name* dest_name, uint64_t expect) noexcept;

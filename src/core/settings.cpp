@@ -108,6 +108,13 @@ const setting_def registry[] = {
      "nobody without the key can inject or replay one): auto (when the job spans hosts), on (emulated nodes too), "
      "off. Decided by clumprun for the whole job",
      false},
+    {"CLUMP_CMA_MAX", setting_type::size, "512K",
+     "long messages up to this size into a segment outside shared memory (AM_SetSeg with the program's own "
+     "memory), on one node, are written straight into the owner's memory by cross-memory attach "
+     "(process_vm_writev: one copy) where the kernel allows it; larger ones travel through the medium ring in "
+     "pieces (two copies on two cores, faster for large messages where the kernel's copy is slow); 0: always "
+     "the ring",
+     false},
     {"CLUMP_NET_FAULT", setting_type::string, "",
      "fault injection for tests: drop=P,dup=P,reorder=P,delay=P,delay_us=N,dir=in|out|both,seed=N (P a "
      "probability per datagram)",
@@ -250,6 +257,7 @@ config parse() {
   else if (auth == "on") c.net_auth = 1;
   else if (auth == "off") c.net_auth = 2;
   else bad_setting("CLUMP_NET_AUTH=%s must be auto, on or off", auth.c_str());
+  c.cma_max = size("CLUMP_CMA_MAX", 0, 4 * gib);
   std::string why;
   if (!parse_fault_plan(raw("CLUMP_NET_FAULT"), c.net_fault, why))
     bad_setting("CLUMP_NET_FAULT: %s (e.g. drop=0.1,dup=0.05,reorder=0.05,seed=7)", why.c_str());

@@ -39,6 +39,7 @@ struct config {
   uint32_t net_rto_min_us;       // lower bound of the retransmission timeout
   std::string net_address;       // IPv4 address to bind, or "auto"
   int net_auth;                  // CLUMP_NET_AUTH: 0 auto (when the job spans hosts), 1 on, 2 off
+  size_t cma_max;                // CLUMP_CMA_MAX: long messages into private segments by cross-memory attach up to this size
   struct fault_plan {
     double drop = 0, duplicate = 0, reorder = 0, delay = 0;  // probabilities per datagram
     uint32_t delay_us = 1000;

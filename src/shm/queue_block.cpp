@@ -15,6 +15,7 @@ void init_queue_block(std::byte* block, uint32_t depth, size_t ring_bytes, uint6
   h->tag.store(0, std::memory_order_relaxed);
   h->segment_offset.store(0, std::memory_order_relaxed);
   h->segment_length.store(0, std::memory_order_relaxed);
+  h->segment_address.store(0, std::memory_order_relaxed);
   h->wake_offset.store(0, std::memory_order_relaxed);
   // The counters are never reset: a slot's new endpoint starts its queues
   // where the old one's ended (head = tail, dropping what was left), so the

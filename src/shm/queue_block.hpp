@@ -20,10 +20,12 @@
 namespace clump::shm {
 
 inline constexpr uint32_t queue_block_magic = 0x51424c4bu;  // "QBLK"
-inline constexpr uint32_t queue_block_version = 2;
+inline constexpr uint32_t queue_block_version = 3;
 
 /// Marks an endpoint segment that is private to its owner (not in the shared
-/// region): long payloads to it travel through the medium ring in pieces.
+/// region): long payloads to it are written into the owner's address space
+/// (cross-memory attach, at segment_address) or, where the kernel does not
+/// allow that, travel through the medium ring in pieces.
 inline constexpr uint64_t private_segment = ~uint64_t{0};
 
 /// An endpoint's state word: its generation (which of the endpoints that have
@@ -46,7 +48,8 @@ struct alignas(cache_line) queue_block_header {
   std::atomic<uint64_t> segment_offset;     // in the owner's region, or private_segment
   std::atomic<uint64_t> segment_length;     // 0: no segment
   std::atomic<uint32_t> wake_offset;        // owner's bundle wake word, offset in the owner's region
-  std::atomic<uint32_t> segment_version;    // seqlock over the two above: odd while they change
+  std::atomic<uint32_t> segment_version;    // seqlock over the segment fields: odd while they change
+  std::atomic<uint64_t> segment_address;    // a private segment's address in the owner's process (else 0)
 };
 static_assert(sizeof(queue_block_header) == cache_line);
 
@@ -54,11 +57,12 @@ static_assert(sizeof(queue_block_header) == cache_line);
 /// the new offset with the old length). No fences (TSan does not model them):
 /// each field store is a release, so a reader that sees a new field also sees
 /// the odd version stored before it.
-inline void write_segment(queue_block_header& h, uint64_t offset, uint64_t length) noexcept {
+inline void write_segment(queue_block_header& h, uint64_t offset, uint64_t length, uint64_t address = 0) noexcept {
   const uint32_t v = h.segment_version.load(std::memory_order_relaxed);
   h.segment_version.store(v + 1, std::memory_order_relaxed);
   h.segment_offset.store(offset, std::memory_order_release);
   h.segment_length.store(length, std::memory_order_release);
+  h.segment_address.store(address, std::memory_order_release);
   // Release: the fields are written before the version turns even again.
   // Seq_cst besides: the owner then reads every process's copying counter
   // (region_header::copying), a store-then-load that must not be reordered.
@@ -68,7 +72,8 @@ inline void write_segment(queue_block_header& h, uint64_t offset, uint64_t lengt
 /// A sender reads a consistent (offset, length) pair. False when the owner
 /// has been changing it for a long while (some 100 000 tries): it may have
 /// died halfway, which the caller must find out (then call again, or give up).
-inline bool read_segment(const queue_block_header& h, uint64_t& offset, uint64_t& length) noexcept {
+inline bool read_segment(const queue_block_header& h, uint64_t& offset, uint64_t& length,
+                         uint64_t* address = nullptr) noexcept {
   for (unsigned tries = 0; tries < 100'000; ++tries) {
     // Acquire: pairs with the release that ends a write. Seq_cst besides:
     // a copier counts itself (seq_cst) before this load, the owner's half of
@@ -78,6 +83,7 @@ inline bool read_segment(const queue_block_header& h, uint64_t& offset, uint64_t
     // writer's release stores of the fields.
     offset = h.segment_offset.load(std::memory_order_acquire);
     length = h.segment_length.load(std::memory_order_acquire);
+    if (address) *address = h.segment_address.load(std::memory_order_acquire);
     if ((v1 & 1u) == 0 && h.segment_version.load(std::memory_order_relaxed) == v1) return true;
   }
   return false;

@@ -5,7 +5,10 @@
 //   boot_probe allgather          allgathers of 0 B .. 1 MiB per rank, checked
 //   boot_probe broadcast          broadcasts from every root, 0 B .. 1 MiB, checked
 //   boot_probe exit CODE RANK     RANK calls exit_job(CODE); the others block in a barrier
-//   boot_probe exitcode CODE RANK RANK returns CODE from main; the others block in a barrier
+//   boot_probe exitcode CODE RANK [stubborn]
+//                                 RANK returns CODE from main; the others block in a barrier
+//                                 (stubborn: every rank's SIGTERM handler sleeps forever, as
+//                                 some AM-2 programs' handlers do: only SIGKILL ends them)
 //   boot_probe crash RANK         RANK dies of SIGSEGV; the others block in a barrier
 //   boot_probe eat RANK MIB       RANK touches MIB MiB of new memory (the test limits its
 //                                 memory: the OOM killer ends it); the others block in a barrier
@@ -206,6 +209,10 @@ int main(int argc, char** argv) {
   }
 
   if (cmd == "hang" && argc > 2 && std::string(argv[2]) == "ignore-term") std::signal(SIGTERM, SIG_IGN);
+  if (cmd == "exitcode" && argc > 4 && std::string(argv[4]) == "stubborn")
+    std::signal(SIGTERM, [](int) {
+      for (;;) ::pause();
+    });
 
   int region = make_region(my_rank);
   std::vector<std::byte> my_address = cmd == "address" ? address_of(my_rank) : std::vector<std::byte>{};

@@ -340,9 +340,34 @@ TEST_F(launcher, ranks_that_ignore_sigterm_are_killed_after_the_grace_period) {
   ASSERT_EQ(::kill(c.pid(), SIGTERM), 0);
   cmd_result r = c.wait(20s);
   EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.output;
-  EXPECT_NE(r.output.find("did not end within 2 s; sending SIGKILL"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("did not end within 2 s of SIGTERM (--kill-grace); sending SIGKILL"), std::string::npos)
+      << r.output;
   EXPECT_LT(std::chrono::steady_clock::now() - start, 8s);
   expect_no_ranks_left(r.output, 2);
+}
+
+// Ranks whose SIGTERM handler never returns (AM-2 programs' handlers may
+// sleep) are killed after --kill-grace, and the job still exits with the
+// code of the rank that failed first, not with the kill's.
+TEST_F(launcher, kill_grace_is_a_setting_and_the_first_failure_keeps_its_code) {
+  for (const char* grace : {"0.3", "3"}) {
+    auto start = std::chrono::steady_clock::now();
+    cmd_result r = run_cmd(job(3, {"exitcode", "5", "1", "stubborn"}, {"--kill-grace", grace}), job_timeout);
+    const auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_EQ(r.exit_code, 5) << grace << ": " << r.output;
+    EXPECT_NE(r.output.find(std::string("did not end within ") + grace + " s of SIGTERM (--kill-grace); sending SIGKILL"),
+              std::string::npos)
+        << grace << ": " << r.output;
+    const double wanted = std::stod(grace);
+    EXPECT_GE(took, std::chrono::duration<double>(wanted)) << grace << ": " << r.output;
+    EXPECT_LT(took, std::chrono::duration<double>(wanted + 6)) << grace << ": " << r.output;
+    expect_no_ranks_left(r.output, 3);
+  }
+  for (std::string bad : {"-1", "abc", "3601", "nan", ""}) {
+    cmd_result r = run_cmd({clumprun, "--kill-grace", bad, "-n", "2", probe, "hello"}, job_timeout);
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.output;
+    EXPECT_NE(r.output.find("--kill-grace"), std::string::npos) << bad << ": " << r.output;
+  }
 }
 
 // A memory cgroup of our own, under this process's, limited to `bytes` (no

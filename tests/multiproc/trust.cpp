@@ -480,12 +480,20 @@ int scenario_garbage(clump::runtime& rt, int count) {
 // pause, while rank 1 replaces its segment again and again; each time
 // another endpoint takes the released memory at once and fills it with a
 // pattern. No byte of the stream may land there: the owner releases a
-// segment only once no process is still copying into it.
-int scenario_replace(clump::runtime& rt, int rounds) {
+// segment only once no process is still copying into it. `own_memory`: rank
+// 1's segments are its own memory (set_segment, as AM_SetSeg with malloc'd
+// memory), which the stream reaches by cross-memory attach; the memory it
+// leaves is filled with the pattern as soon as set_segment returns (the
+// program may free it then).
+int scenario_replace(clump::runtime& rt, int rounds, bool own_memory) {
   clump::endpoint& ep = rt.endpoint();
-  std::atomic<bool> stop{false};
-  std::atomic<int> arrived{0};
-  int returned = 0;
+  // Static: the handlers stay registered until the runtime ends, and the
+  // stream's last messages may still arrive (or come back) after we return;
+  // so may they land in the segment, which therefore outlives us too.
+  static std::atomic<bool> stop{false};
+  static std::atomic<int> arrived{0};
+  static int returned = 0;
+  static std::vector<std::byte> buffers[2];
   ep.on_returned([&](const clump::returned_message&) { ++returned; });
   auto take = ep.on_request([&](clump::token&, std::span<const std::byte>, uint32_t) { arrived.fetch_add(1); });
   auto halt = ep.on_request([&](clump::token&, uint32_t) { stop = true; });
@@ -502,6 +510,22 @@ int scenario_replace(clump::runtime& rt, int rounds) {
     }
     std::printf("rank 0: streamed %d long messages of 32 MiB (%d came back while the segment changed)\n", sent,
                 returned);
+  } else if (rt.rank() == 1 && own_memory) {
+    for (auto& b : buffers) b.resize(chunk);
+    ep.set_segment(buffers[0].data(), chunk);
+    int damaged = 0;
+    for (int round = 0; round < rounds; ++round) {
+      std::vector<std::byte>& left = buffers[round % 2];
+      ep.set_segment(buffers[(round + 1) % 2].data(), chunk);  // `left` is the program's again
+      for (size_t i = left.size(); i-- > 0;) left[i] = canary(i, 40 + static_cast<uint32_t>(round));  // as below
+      const int before = arrived.load();
+      rt.bundle().wait_until([&] { return arrived.load() >= before + 2; });  // the stream goes on meanwhile
+      if (first_changed(left, 40 + static_cast<uint32_t>(round)) >= 0) ++damaged;
+    }
+    CHECK(damaged == 0, "in %d of %d rounds the stream wrote into memory that was no longer the segment", damaged,
+          rounds);
+    CHECK(ep.request(0, halt, 0u) == clump::status::ok, "halt");
+    std::printf("rank 1: replaced its own-memory segment %d times under the stream, %d damaged\n", rounds, damaged);
   } else if (rt.rank() == 1) {
     int damaged = 0;
     for (int round = 0; round < rounds; ++round) {
@@ -751,7 +775,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: trust quiet SECONDS [COUNT] | cut COMMAND | wrong_tag | wrong_tag_private | freed | "
-                 "free_race [ROUNDS] | garbage [COUNT] | replace [ROUNDS]\n");
+                 "free_race [ROUNDS] | garbage [COUNT] | replace [ROUNDS] | replace_own [ROUNDS]\n");
     return 2;
   }
   try {
@@ -779,8 +803,8 @@ int main(int argc, char** argv) {
       failed = scenario_free_race(rt, argc > 2 ? std::atoi(argv[2]) : 20);
     else if (what == "garbage" && rt.size() >= 2)
       failed = scenario_garbage(rt, argc > 2 ? std::atoi(argv[2]) : 3000);
-    else if (what == "replace" && rt.size() >= 2)
-      failed = scenario_replace(rt, argc > 2 ? std::atoi(argv[2]) : 30);
+    else if ((what == "replace" || what == "replace_own") && rt.size() >= 2)
+      failed = scenario_replace(rt, argc > 2 ? std::atoi(argv[2]) : 30, what == "replace_own");
     else {
       std::fprintf(stderr, "unknown scenario or missing argument: %s\n", what.c_str());
       return 2;

@@ -255,4 +255,18 @@ TEST(shared_memory, a_released_segment_is_never_written) {
   EXPECT_NE(r.output.find(rounds + " times under the stream, 0 damaged"), std::string::npos) << r.output;
 }
 
+// The same with segments of the program's own memory, which the stream
+// reaches by cross-memory attach: once set_segment (AM_SetSeg) returns, the
+// memory it left is the program's, and no byte of the stream lands there.
+TEST(shared_memory, own_memory_left_by_the_segment_is_never_written) {
+#ifdef __SANITIZE_THREAD__
+  const std::string rounds = "10";
+#else
+  const std::string rounds = "30";
+#endif
+  cmd_result r = program_job(TRUST, 2, {"replace_own", rounds});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(rounds + " times under the stream, 0 damaged"), std::string::npos) << r.output;
+}
+
 }  // namespace
