@@ -45,6 +45,7 @@ struct outgoing {
   const void* direct_data = nullptr;
   size_t direct_bytes = 0;
   pid_t direct_pid = 0;             // non-zero: `direct` is an address in that process (cross-memory attach)
+  mutable bool faulted = false;     // that address turned out not to be mapped there (the packet was cancelled)
 };
 
 [[gnu::cold]] status misuse(const char* what) noexcept {
@@ -82,6 +83,20 @@ enum class cma_result { done, refused, gone, fault };
 /// attach). refused: the kernel does not allow it (permissions, no such
 /// system call); gone: the process has exited; fault: the range is not
 /// mapped there (bytes may have landed in part).
+cma_result write_into(pid_t pid, std::byte* address, const void* data, size_t n) noexcept;
+
+/// Whether cross-memory attach reaches `address` in process `pid`, without
+/// writing: reads its first byte.
+cma_result probe(pid_t pid, std::byte* address) noexcept {
+  std::byte b{};
+  iovec local{&b, 1}, remote{address, 1};
+  const ssize_t r = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+  if (r == 1) return cma_result::done;
+  if (r < 0 && errno == ESRCH) return cma_result::gone;
+  if (r < 0 && (errno == EPERM || errno == ENOSYS || errno == EACCES || errno == EINVAL)) return cma_result::refused;
+  return cma_result::fault;
+}
+
 cma_result write_into(pid_t pid, std::byte* address, const void* data, size_t n) noexcept {
   while (n > 0) {
     iovec local{const_cast<void*>(data), n}, remote{address, n};
@@ -181,6 +196,7 @@ claim_result try_enqueue(am::remote_endpoint& to, bool reply, const outgoing& m,
       const cma_result r = write_into(m.direct_pid, m.direct, m.direct_data, m.direct_bytes);
       if (r != cma_result::done) {
         if (r == cma_result::fault) cma_fault(to, reinterpret_cast<uint64_t>(m.direct), m.direct_bytes);
+        m.faulted = r == cma_result::fault;
         p.kind = packet_kind::cancelled;
         gone = true;
       }
@@ -394,17 +410,28 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
           s = enqueue(from, to, reply, m, policy, expect);
           break;
         }
-        if (policy == when_full::give_up && to.cma.load(std::memory_order_relaxed) > 0) {
-          // Asynchronous (and known to work): claim first, so that a full
-          // queue leaves the segment untouched; the write follows the claim.
-          m.direct = dst;
-          m.direct_data = data;
-          m.direct_bytes = length;
-          m.direct_pid = to.pid;
-          s = enqueue(from, to, reply, m, policy, expect);
-          break;
-        }
-        if (policy != when_full::give_up) {
+        if (policy == when_full::give_up) {
+          // Asynchronous: claim first, so that a full queue leaves the
+          // segment untouched; the write follows the claim. Whether the
+          // kernel allows it is found out first, without writing.
+          const cma_result r = to.cma.load(std::memory_order_relaxed) > 0 ? cma_result::done : probe(to.pid, dst);
+          if (r == cma_result::gone) return undeliverable(return_reason::unreachable);
+          if (r == cma_result::fault) {
+            cma_fault(to, seg_addr + offset, length);
+            return undeliverable(return_reason::bad_segment_offset);
+          }
+          if (r == cma_result::refused) cma_refused(to);
+          if (r == cma_result::done) {
+            to.cma.store(1, std::memory_order_relaxed);
+            m.direct = dst;
+            m.direct_data = data;
+            m.direct_bytes = length;
+            m.direct_pid = to.pid;
+            s = enqueue(from, to, reply, m, policy, expect);
+            if (s == status::not_sent && m.faulted) return undeliverable(return_reason::bad_segment_offset);
+            break;
+          }
+        } else {
           bool refused = false;
           switch (write_into(to.pid, dst, data, length)) {
             case cma_result::done:

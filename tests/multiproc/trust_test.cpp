@@ -255,6 +255,14 @@ TEST(shared_memory, a_released_segment_is_never_written) {
   EXPECT_NE(r.output.find(rounds + " times under the stream, 0 damaged"), std::string::npos) << r.output;
 }
 
+// Memory given to set_segment (AM_SetSeg) and then unmapped by the program:
+// long messages into it come back to their sender, nothing crashes.
+TEST(shared_memory, long_messages_into_unmapped_own_memory_come_back) {
+  cmd_result r = program_job(TRUST, 2, {"unmapped_own"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("8 long messages into unmapped memory, 8 came back"), std::string::npos) << r.output;
+}
+
 // The same with segments of the program's own memory, which the stream
 // reaches by cross-memory attach: once set_segment (AM_SetSeg) returns, the
 // memory it left is the program's, and no byte of the stream lands there.
