@@ -161,25 +161,26 @@ void echo_helper::stop() noexcept {
 
 // ---- memcpy ---------------------------------------------------------------------
 
-workload memcpy_workload(size_t bytes, std::byte* dst) {
+workload memcpy_workload(size_t bytes, std::byte* dst, int slots) {
   struct buffers {
     buffer src, own_dst;
     std::byte* dst;
   };
   auto b = std::make_shared<buffers>();
   b->src = page_aligned(bytes);
+  const size_t area = bytes * static_cast<size_t>(slots);
   if (!dst) {
-    b->own_dst = page_aligned(bytes);
+    b->own_dst = page_aligned(area);
     dst = b->own_dst.get();
   }
   b->dst = dst;
   std::memset(b->src.get(), 0x5a, bytes);
-  std::memset(dst, 0, bytes);  // touch every page before timing
+  std::memset(dst, 0, area);  // touch every page before timing
   workload w;
-  w.run = [b, bytes](uint64_t n, steady::time_point deadline) -> uint64_t {
+  w.run = [b, bytes, slots](uint64_t n, steady::time_point deadline) -> uint64_t {
     for (uint64_t i = 0; i < n; ++i) {
       if (past<15>(i, deadline)) return i;
-      std::memcpy(b->dst, b->src.get(), bytes);
+      std::memcpy(b->dst + (i % static_cast<uint64_t>(slots)) * bytes, b->src.get(), bytes);
       // The copy must happen every time: tell the compiler that dst is read.
       asm volatile("" : : "r"(b->dst) : "memory");
     }

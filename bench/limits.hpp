@@ -110,8 +110,10 @@ class echo_helper {
 };
 
 /// memcpy of `bytes` from a private page-aligned buffer into `dst`, or into a
-/// second private buffer when `dst` is null; both reused and warm. GB/s.
-workload memcpy_workload(size_t bytes, std::byte* dst = nullptr);
+/// second private buffer when `dst` is null; both reused and warm. With
+/// `slots` > 1 the copies go to `slots` areas of `bytes` in turn (as
+/// long_stream writes its rotating area). GB/s.
+workload memcpy_workload(size_t bytes, std::byte* dst = nullptr, int slots = 1);
 
 /// Pins the calling thread to one CPU; returns false (errno set) on failure.
 bool pin_to(int cpu) noexcept;

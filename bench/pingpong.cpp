@@ -278,6 +278,8 @@ void describe(bench::report& rep, const options& o, bool alone) {
                             : "cache_line_one_way: the two ranks themselves, on their own cores, through a small "
                               "POSIX shm area, each spinning on its own 64-byte line (128 bytes apart) that only "
                               "the other writes; release store, acquire load; round trip / 2");
+  rep.notes.push_back("memcpy_rotating: the same memcpy into as many rotating areas as long_stream writes (--slots): "
+                      "the limit of long_stream's own access pattern");
   rep.notes.push_back("memcpy: glibc memcpy between two private page-aligned buffers, reused and warm, on rank 0 "
                       "(rank 1 keeps polling on its core); memcpy_to_shm: the same into rank 0's own clump segment "
                       "(shared memory, the kind of pages long messages land in)");
@@ -434,6 +436,13 @@ std::vector<figure> plan(clump::runtime& rt, const options& o, bench::cache_line
   const std::span<std::byte> seg = rt.endpoint().segment();
   for (size_t s : memcpy_sizes(o))
     figs.push_back(make(limits_section, "memcpy", bench::bytes_text(s), s, "GB/s", bench::memcpy_workload(s)));
+  // The same copy into as many rotating areas as long_stream writes: the
+  // limit of that access pattern (its areas together may not fit the cache
+  // that one reused buffer fits).
+  for (size_t s : memcpy_sizes(o))
+    if (s >= (1u << 20) && o.slots > 1)
+      figs.push_back(make(limits_section, "memcpy_rotating", bench::bytes_text(s), s, "GB/s",
+                          bench::memcpy_workload(s, nullptr, o.slots)));
   // The same copy into this rank's own segment: not a limit, but it tells
   // whether shared-memory pages cost anything against private ones.
   for (size_t s : memcpy_sizes(o))

@@ -44,8 +44,12 @@ void print_limits() {
   const auto& c = clump::core::settings();
   fmt::print("limits:\n");
   fmt::print("  {:<34} {}\n", "short arguments (AM_MaxShort)", "16 in C (AM-2), 20 words in C++");
-  fmt::print("  {:<34} {} bytes\n", "medium payload (AM_MaxMedium)", clump::max_medium());
-  fmt::print("  {:<34} {} bytes (and the destination segment)\n", "long payload (AM_MaxLong)", clump::max_long);
+  fmt::print("  {:<34} {} bytes (CLUMP_MAX_MEDIUM; AM_MaxMedium() is 65000)\n", "medium payload",
+             clump::max_medium());
+  fmt::print("  {:<34} {} bytes (and the destination segment; AM_MaxLong() is 65000)\n", "long payload",
+             clump::max_long);
+  fmt::print("  {:<34} up to {} by cross-memory attach, larger through the ring\n",
+             "long into a program's own memory", c.cma_max ? clump::boot::format_bytes(c.cma_max) : "0 bytes");
   fmt::print("  {:<34} {}\n", "handlers per endpoint", clump::max_handlers);
   fmt::print("  {:<34} {}\n", "translations per endpoint", "256 by default, up to 65535");
   fmt::print("  {:<34} {}\n", "endpoints per process", c.max_endpoints);

@@ -69,7 +69,8 @@ int scenario_kinds(clump::runtime& rt, bool private_segment) {
   const size_t seg = ep.segment().size();
   std::vector<std::byte> own_private;
   if (private_segment) {
-    // A segment in the program's own memory: long payloads travel in pieces.
+    // A segment in the program's own memory: long payloads arrive by cross-memory attach (up to
+    // CLUMP_CMA_MAX) or through the ring in pieces.
     own_private.resize(seg);
     ep.set_segment(own_private.data(), own_private.size());
   }

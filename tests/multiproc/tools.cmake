@@ -2,7 +2,7 @@
 # misspelt setting with the nearest name.
 add_test(NAME clump_info_prints_everything COMMAND clump-info)
 set_tests_properties(clump_info_prints_everything PROPERTIES LABELS tools
-  PASS_REGULAR_EXPRESSION "clump [0-9]+\\.[0-9]+\\.[0-9]+.*CLUMP_SHM_QUEUE_DEPTH +1024.*AM_MaxMedium\\) +65536 bytes.*request / reply queue depth.*ranks that fit")
+  PASS_REGULAR_EXPRESSION "clump [0-9]+\\.[0-9]+\\.[0-9]+.*CLUMP_SHM_QUEUE_DEPTH +1024.*medium payload +65536 bytes \\(CLUMP_MAX_MEDIUM; AM_MaxMedium\\(\\) is 65000\\).*request / reply queue depth.*ranks that fit")
 add_test(NAME clump_info_reads_settings COMMAND ${CMAKE_COMMAND} -E env CLUMP_SHM_QUEUE_DEPTH=64 $<TARGET_FILE:clump-info> --limits)
 set_tests_properties(clump_info_reads_settings PROPERTIES LABELS tools
   PASS_REGULAR_EXPRESSION "request / reply queue depth +64 packets")
