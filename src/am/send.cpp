@@ -150,6 +150,17 @@ void fill_more_args(const shm::queue_ref& q, uint32_t line, uint32_t lines, cons
   }
 }
 
+/// The cross-memory write of an asynchronous long message, after its claim
+/// (cold: kept out of try_enqueue, which every message goes through).
+/// False when it failed (m.faulted: the address is not mapped there).
+[[gnu::cold, gnu::noinline]] bool write_after_claim(const am::remote_endpoint& to, const outgoing& m) noexcept {
+  const cma_result r = write_into(m.direct_pid, m.direct, m.direct_data, m.direct_bytes);
+  if (r == cma_result::done) return true;
+  if (r == cma_result::fault) cma_fault(to, reinterpret_cast<uint64_t>(m.direct), m.direct_bytes);
+  m.faulted = r == cma_result::fault;
+  return false;
+}
+
 enum class claim_result { sent, full, gone };
 
 /// Claims room, fills the packet and publishes it, as endpoint `source`, to
@@ -157,6 +168,11 @@ enum class claim_result { sent, full, gone };
 /// gone: the endpoint was freed (or its slot taken) before the claim took
 /// effect; the claimed lines are published as a cancelled packet, nothing
 /// lands in its segment, and the caller returns the message itself.
+/// IntoProcess: the direct copy goes into another process's memory by
+/// cross-memory attach (m.direct_pid), a failure of which cancels the packet
+/// (a separate instance: the branch costs every other message ~10% of an
+/// 8-byte long stream's rate).
+template <bool IntoProcess = false>
 claim_result try_enqueue(am::remote_endpoint& to, bool reply, const outgoing& m, uint32_t source,
                          uint64_t expect) noexcept {
   const shm::queue_ref& q = reply ? to.view.reply : to.view.request;
@@ -190,13 +206,10 @@ claim_result try_enqueue(am::remote_endpoint& to, bool reply, const outgoing& m,
   fill_more_args(q, c.line, lines, m.args, m.nargs);
   if (!gone) {
     if (m.ring_bytes) std::memcpy(shm::ring_at(q, c.ring_line), m.ring_data, m.ring_bytes);
-    if (m.direct_pid) {
+    if constexpr (IntoProcess) {
       // Into a private segment of another process: a failure now (its
       // memory unmapped, the process gone) cancels the claimed packet.
-      const cma_result r = write_into(m.direct_pid, m.direct, m.direct_data, m.direct_bytes);
-      if (r != cma_result::done) {
-        if (r == cma_result::fault) cma_fault(to, reinterpret_cast<uint64_t>(m.direct), m.direct_bytes);
-        m.faulted = r == cma_result::fault;
+      if (!write_after_claim(to, m)) {
         p.kind = packet_kind::cancelled;
         gone = true;
       }
@@ -212,10 +225,11 @@ claim_result try_enqueue(am::remote_endpoint& to, bool reply, const outgoing& m,
 }
 
 /// Sends one packet, waiting for room as `policy` says.
+template <bool IntoProcess = false>
 status enqueue(endpoint_impl& from, am::remote_endpoint& to, bool reply, const outgoing& m, when_full policy,
                uint64_t expect) noexcept {
   for (unsigned round = 0;; ++round) {
-    const claim_result r = try_enqueue(to, reply, m, from.id, expect);
+    const claim_result r = try_enqueue<IntoProcess>(to, reply, m, from.id, expect);
     if (r == claim_result::sent) return status::ok;
     if (r == claim_result::gone) return status::not_sent;
     if (policy == when_full::give_up) return status::in_use;
@@ -300,6 +314,109 @@ endpoint_name name_of(const endpoint_impl& here, uint32_t id, uint32_t gen) noex
   return n;
 }
 
+namespace {
+
+/// What a long message into a private segment came to: sent, or refused
+/// with `s`, or it comes back to handler 0 with `why`.
+struct private_result {
+  status s = status::ok;
+  bool comes_back = false;
+  return_reason why = return_reason::bad_endpoint;
+};
+
+/// A long message into a segment outside shared memory (the owner's own
+/// memory at `seg_addr` in its process): straight into it where the kernel
+/// lets us (cross-memory attach: one copy, by the kernel), still inside the
+/// copy guard (the owner waits for it before the program may free that
+/// memory, see endpoint.cpp's publish_segment); else, and above
+/// CLUMP_CMA_MAX, through the ring in pieces that the receiver copies into
+/// place, the last one running the handler.
+[[gnu::noinline]] private_result send_private_long(endpoint_impl& from, am::remote_endpoint& to, bool reply,
+                                                   outgoing& m, const void* data, size_t length, uint64_t offset,
+                                                   uint64_t seg_addr, when_full policy, uint64_t expect,
+                                                   copy_guard& copying) noexcept {
+  auto back = [](return_reason why) { return private_result{status::ok, true, why}; };
+  if (length && length <= from.cma_max && seg_addr && to.cma.load(std::memory_order_relaxed) >= 0) {
+    std::byte* dst = reinterpret_cast<std::byte*>(seg_addr) + offset;
+    if (to.rank == from.proc->rank()) {  // our own process: the address is ours
+      if (policy == when_full::give_up) {
+        m.direct = dst;
+        m.direct_data = data;
+        m.direct_bytes = length;
+      } else {
+        std::memmove(dst, data, length);
+        copying.end();
+      }
+      return {enqueue(from, to, reply, m, policy, expect)};
+    }
+    if (policy == when_full::give_up) {
+      // Asynchronous: claim first, so that a full queue leaves the segment
+      // untouched; the write follows the claim. Whether the kernel allows
+      // it is found out first, without writing.
+      const cma_result r = to.cma.load(std::memory_order_relaxed) > 0 ? cma_result::done : probe(to.pid, dst);
+      if (r == cma_result::gone) return back(return_reason::unreachable);
+      if (r == cma_result::fault) {
+        cma_fault(to, seg_addr + offset, length);
+        return back(return_reason::bad_segment_offset);
+      }
+      if (r == cma_result::refused) cma_refused(to);
+      if (r == cma_result::done) {
+        to.cma.store(1, std::memory_order_relaxed);
+        m.direct = dst;
+        m.direct_data = data;
+        m.direct_bytes = length;
+        m.direct_pid = to.pid;
+        const status s = enqueue<true>(from, to, reply, m, policy, expect);
+        if (s == status::not_sent && m.faulted) return back(return_reason::bad_segment_offset);
+        return {s};
+      }
+    } else {
+      switch (write_into(to.pid, dst, data, length)) {
+        case cma_result::done:
+          to.cma.store(1, std::memory_order_relaxed);
+          copying.end();
+          return {enqueue(from, to, reply, m, policy, expect)};
+        case cma_result::gone: return back(return_reason::unreachable);
+        case cma_result::fault:
+          cma_fault(to, seg_addr + offset, length);
+          return back(return_reason::bad_segment_offset);
+        case cma_result::refused:
+          cma_refused(to);  // and through the ring below
+          break;
+      }
+    }
+  }
+  copying.end();
+  // Pieces fit both our medium limit and half the receiver's ring.
+  const size_t piece =
+      std::min<size_t>(from.max_medium, (reply ? to.view.reply : to.view.request).ring_lines * shm::cache_line / 2);
+  const auto* src = static_cast<const std::byte*>(data);
+  size_t done = 0;
+  outgoing part{};
+  part.kind = reply ? packet_kind::long_piece_reply : packet_kind::long_piece;
+  part.flags = shm::flag_ring | shm::flag_staged;
+  part.tag = m.tag;
+  part.src_gen = m.src_gen;
+  while (length - done > piece) {
+    part.length = static_cast<uint32_t>(piece);
+    part.piece = static_cast<uint32_t>(piece);
+    part.offset = offset + done;
+    part.ring_data = src + done;
+    part.ring_bytes = piece;
+    const status s = enqueue(from, to, reply, part,
+                             done ? (policy == when_full::give_up ? when_full::poll_bundle : policy) : policy, expect);
+    if (s != status::ok) return {s};
+    done += piece;
+  }
+  m.flags = shm::flag_ring | shm::flag_staged;
+  m.piece = static_cast<uint32_t>(length - done);
+  m.ring_data = src + done;
+  m.ring_bytes = length - done;
+  return {enqueue(from, to, reply, m, done && policy == when_full::give_up ? when_full::poll_bundle : policy, expect)};
+}
+
+}  // namespace
+
 status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, message_kind kind, handler_index h,
                     const uint32_t* args, unsigned nargs, const void* data, size_t length, uint64_t offset,
                     tag_t tag, when_full policy, const endpoint_name* dest_name, uint64_t expect) noexcept {
@@ -357,8 +474,8 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
       // segment we are about to write into.
       copy_guard copying(from.proc->region().copying());
       // A consistent pair (seqlock); the receiver checks the bounds again on arrival.
-      uint64_t seg_off = 0, seg_len = 0, seg_addr = 0;
-      while (!shm::read_segment(*to.view.header, seg_off, seg_len, &seg_addr))
+      uint64_t seg_off = 0, seg_len = 0;
+      while (!shm::read_segment(*to.view.header, seg_off, seg_len))
         if (!owner_alive(*from.proc, to)) return undeliverable(return_reason::unreachable);  // died mid-change
       if (offset > seg_len || length > seg_len - offset) [[unlikely]]
         return undeliverable(return_reason::bad_segment_offset);
@@ -392,98 +509,17 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
         s = enqueue(from, to, reply, m, policy, expect);
         break;
       }
-      // A private segment: straight into the owner's memory where the kernel
-      // lets us (cross-memory attach: one copy, by the kernel), still inside
-      // the copy guard (the owner waits for it before the program may free
-      // that memory, see endpoint.cpp's publish_segment).
-      if (length && length <= from.cma_max && seg_addr && to.cma.load(std::memory_order_relaxed) >= 0) {
-        std::byte* dst = reinterpret_cast<std::byte*>(seg_addr) + offset;
-        if (to.rank == from.proc->rank()) {  // our own process: the address is ours
-          if (policy == when_full::give_up) {
-            m.direct = dst;
-            m.direct_data = data;
-            m.direct_bytes = length;
-          } else {
-            std::memmove(dst, data, length);
-            copying.end();
-          }
-          s = enqueue(from, to, reply, m, policy, expect);
-          break;
-        }
-        if (policy == when_full::give_up) {
-          // Asynchronous: claim first, so that a full queue leaves the
-          // segment untouched; the write follows the claim. Whether the
-          // kernel allows it is found out first, without writing.
-          const cma_result r = to.cma.load(std::memory_order_relaxed) > 0 ? cma_result::done : probe(to.pid, dst);
-          if (r == cma_result::gone) return undeliverable(return_reason::unreachable);
-          if (r == cma_result::fault) {
-            cma_fault(to, seg_addr + offset, length);
-            return undeliverable(return_reason::bad_segment_offset);
-          }
-          if (r == cma_result::refused) cma_refused(to);
-          if (r == cma_result::done) {
-            to.cma.store(1, std::memory_order_relaxed);
-            m.direct = dst;
-            m.direct_data = data;
-            m.direct_bytes = length;
-            m.direct_pid = to.pid;
-            s = enqueue(from, to, reply, m, policy, expect);
-            if (s == status::not_sent && m.faulted) return undeliverable(return_reason::bad_segment_offset);
-            break;
-          }
-        } else {
-          bool refused = false;
-          switch (write_into(to.pid, dst, data, length)) {
-            case cma_result::done:
-              to.cma.store(1, std::memory_order_relaxed);
-              break;
-            case cma_result::gone: return undeliverable(return_reason::unreachable);
-            case cma_result::fault:
-              cma_fault(to, seg_addr + offset, length);
-              return undeliverable(return_reason::bad_segment_offset);
-            case cma_result::refused:
-              cma_refused(to);
-              refused = true;
-              break;
-          }
-          if (!refused) {
-            copying.end();
-            s = enqueue(from, to, reply, m, policy, expect);
-            break;
-          }
-        }
-      }
-      copying.end();
-      // Else the payload travels through the ring in pieces
-      // that the receiver copies into place; the last one runs the handler.
-      // Pieces fit both our medium limit and half the receiver's ring.
-      const size_t piece = std::min<size_t>(
-          from.max_medium, (reply ? to.view.reply : to.view.request).ring_lines * shm::cache_line / 2);
-      const auto* src = static_cast<const std::byte*>(data);
-      size_t done = 0;
-      outgoing part{};
-      part.kind = reply ? packet_kind::long_piece_reply : packet_kind::long_piece;
-      part.flags = shm::flag_ring | shm::flag_staged;
-      part.tag = tag;
-      part.src_gen = m.src_gen;
-      while (length - done > piece) {
-        part.length = static_cast<uint32_t>(piece);
-        part.piece = static_cast<uint32_t>(piece);
-        part.offset = offset + done;
-        part.ring_data = src + done;
-        part.ring_bytes = piece;
-        s = enqueue(from, to, reply, part, done ? (policy == when_full::give_up ? when_full::poll_bundle : policy)
-                                                : policy, expect);
-        if (s != status::ok) break;
-        done += piece;
-      }
-      if (s != status::ok) break;
-      m.flags = shm::flag_ring | shm::flag_staged;
-      m.piece = static_cast<uint32_t>(length - done);
-      m.ring_data = src + done;
-      m.ring_bytes = length - done;
-      s = enqueue(from, to, reply, m, done && policy == when_full::give_up ? when_full::poll_bundle : policy,
-                  expect);
+      // A private segment (out of line: the shared path above stays small).
+      // Its address, read apart: not on the shared path, where even this one
+      // more load costs (a third of an 8-byte long stream's rate). A segment
+      // that changed meanwhile takes the ring, which the receiver checks.
+      uint64_t seg_addr = 0, off2 = 0, len2 = 0;
+      if (!shm::read_segment(*to.view.header, off2, len2, &seg_addr) || off2 != seg_off || len2 != seg_len)
+        seg_addr = 0;
+      const private_result r = send_private_long(from, to, reply, m, data, length, offset, seg_addr, policy, expect,
+                                                 copying);
+      if (r.comes_back) return undeliverable(r.why);
+      s = r.s;
       break;
     }
   }
