@@ -169,7 +169,8 @@ int AMX_SPMDExit(int code) {
   }
   // Once: a callback that calls AMX_SPMDExit itself goes straight to the exit.
   if (cb && !exiting.exchange(true, std::memory_order_acq_rel)) cb(code);
-  if (am::process* p = am::process::existing()) p->job().exit_job(code);  // never joined: nobody else to stop
+  // Tell clumprun to end the job (a process that never joined has nobody else to stop).
+  if (am::process* p = am::process::existing()) p->job().exit_job(code);
   std::fflush(nullptr);
   if (void (*kill)(int) = AMX_SPMDkillmyprocess) kill(code);
   ::_exit(code);  // a killmyprocess that returned

@@ -509,10 +509,9 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
         s = enqueue(from, to, reply, m, policy, expect);
         break;
       }
-      // A private segment (out of line: the shared path above stays small).
-      // Its address, read apart: not on the shared path, where even this one
-      // more load costs (a third of an 8-byte long stream's rate). A segment
-      // that changed meanwhile takes the ring, which the receiver checks.
+      // A private segment (out of line: the shared path above stays as it
+      // was). Its address is read here, apart; a segment that changed
+      // meanwhile takes the ring, which the receiver checks on arrival.
       uint64_t seg_addr = 0, off2 = 0, len2 = 0;
       if (!shm::read_segment(*to.view.header, off2, len2, &seg_addr) || off2 != seg_off || len2 != seg_len)
         seg_addr = 0;
