@@ -6,7 +6,9 @@
  *   3. long put: AM_RequestXfer writes into the next rank's segment, whose
  *      handler checks the bytes and acknowledges.
  * Waiting uses the AM-2 idiom: poll, and when nothing is left to run, sleep
- * in AM_WaitSema until a message arrives.
+ * in AM_WaitSema until a message arrives. Handlers are registered without
+ * casts (AM_SetHandler casts, as Berkeley's does); the segment is malloc'd
+ * memory, as AM-2 programs have.
  *
  *   clumprun -n 3 ./03_c_api
  */
@@ -24,7 +26,7 @@ enum { PING = 1, PONG, ECHO, ECHO_BACK, PUT, PUT_ACK };
 #define ECHO_BYTES 4000
 #define SEG_BYTES (1 << 20)
 #define PUT_OFFSET 4096
-#define PUT_BYTES 300000 /* more than AM_MaxMedium(): the payload travels in pieces */
+#define PUT_BYTES 300000 /* more than AM_MaxLong() (65000): a clump extension, up to AMX_LargestLong() */
 
 /* Handlers run inside AM_Poll on this thread: plain variables are enough. */
 static int pongs, last_pong = -1;
@@ -94,12 +96,12 @@ int main(int argc, char **argv) {
   /* The segment: ordinary memory of ours that long messages write into. */
   void *seg = malloc(SEG_BYTES);
   if (!seg || AM_SetSeg(ep, seg, SEG_BYTES) != AM_OK) fail(me, "cannot set the segment");
-  if (AM_SetHandler(ep, PING, (amx_handler_fn_t)ping) != AM_OK ||
-      AM_SetHandler(ep, PONG, (amx_handler_fn_t)pong) != AM_OK ||
-      AM_SetHandler(ep, ECHO, (amx_handler_fn_t)echo) != AM_OK ||
-      AM_SetHandler(ep, ECHO_BACK, (amx_handler_fn_t)echo_back) != AM_OK ||
-      AM_SetHandler(ep, PUT, (amx_handler_fn_t)put) != AM_OK ||
-      AM_SetHandler(ep, PUT_ACK, (amx_handler_fn_t)put_ack) != AM_OK)
+  if (AM_SetHandler(ep, PING, ping) != AM_OK ||
+      AM_SetHandler(ep, PONG, pong) != AM_OK ||
+      AM_SetHandler(ep, ECHO, echo) != AM_OK ||
+      AM_SetHandler(ep, ECHO_BACK, echo_back) != AM_OK ||
+      AM_SetHandler(ep, PUT, put) != AM_OK ||
+      AM_SetHandler(ep, PUT_ACK, put_ack) != AM_OK)
     fail(me, "cannot set the handlers");
   AMX_SPMDBarrier(); /* every rank's handlers and segment are in place */
 
