@@ -33,6 +33,8 @@ struct remote_endpoint {
   std::atomic<bool> gone{false};     // its process was found dead: fail sends at once
   // Cross-memory attach into its process (a private segment): 0 not tried
   // yet, 1 works, -1 the kernel refuses it (long payloads then go through the ring).
+  // Relaxed everywhere: a hint that orders nothing; a stale value costs one
+  // more probe or one message through the ring.
   std::atomic<int8_t> cma{0};
   bool net = false;                  // reached through the network protocol
   // Network only: what the endpoint told us about itself in its last message

@@ -79,11 +79,32 @@ namespace {
 
 enum class cma_result { done, refused, gone, fault };
 
+/// What a cross-memory call that failed with `e` (its errno) means.
+cma_result failure(int e) noexcept {
+  if (e == ESRCH) return cma_result::gone;
+  if (e == EPERM || e == ENOSYS || e == EACCES || e == EINVAL) return cma_result::refused;
+  return cma_result::fault;
+}
+
 /// Writes `n` bytes at `data` to `address` in process `pid` (cross-memory
 /// attach). refused: the kernel does not allow it (permissions, no such
 /// system call); gone: the process has exited; fault: the range is not
 /// mapped there (bytes may have landed in part).
-cma_result write_into(pid_t pid, std::byte* address, const void* data, size_t n) noexcept;
+cma_result write_into(pid_t pid, std::byte* address, const void* data, size_t n) noexcept {
+  while (n > 0) {
+    iovec local{const_cast<void*>(data), n}, remote{address, n};
+    const ssize_t w = ::process_vm_writev(pid, &local, 1, &remote, 1, 0);
+    if (w <= 0) {
+      if (w < 0 && errno == EINTR) continue;
+      return w < 0 ? failure(errno) : cma_result::fault;
+    }
+    // A short write: the rest of the range is not mapped, or a signal came.
+    address += w;
+    data = static_cast<const std::byte*>(data) + w;
+    n -= static_cast<size_t>(w);
+  }
+  return cma_result::done;
+}
 
 /// Whether cross-memory attach reaches `address` in process `pid`, without
 /// writing: reads its first byte.
@@ -92,28 +113,7 @@ cma_result probe(pid_t pid, std::byte* address) noexcept {
   iovec local{&b, 1}, remote{address, 1};
   const ssize_t r = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
   if (r == 1) return cma_result::done;
-  if (r < 0 && errno == ESRCH) return cma_result::gone;
-  if (r < 0 && (errno == EPERM || errno == ENOSYS || errno == EACCES || errno == EINVAL)) return cma_result::refused;
-  return cma_result::fault;
-}
-
-cma_result write_into(pid_t pid, std::byte* address, const void* data, size_t n) noexcept {
-  while (n > 0) {
-    iovec local{const_cast<void*>(data), n}, remote{address, n};
-    const ssize_t w = ::process_vm_writev(pid, &local, 1, &remote, 1, 0);
-    if (w <= 0) {
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0 && errno == ESRCH) return cma_result::gone;
-      if (w < 0 && (errno == EPERM || errno == ENOSYS || errno == EACCES || errno == EINVAL))
-        return cma_result::refused;
-      return cma_result::fault;
-    }
-    // A short write: the rest of the range is not mapped, or a signal came.
-    address += w;
-    data = static_cast<const std::byte*>(data) + w;
-    n -= static_cast<size_t>(w);
-  }
-  return cma_result::done;
+  return r < 0 ? failure(errno) : cma_result::fault;
 }
 
 [[gnu::cold]] void cma_refused(am::remote_endpoint& to) noexcept {
