@@ -573,6 +573,12 @@ static void test_bad_arguments(void) {
   CHECK_RC(AMX_RequestShort(ep, peer, H_WAKE_REQ, -1, words), AM_ERR_BAD_ARG);
   CHECK_RC(AM_RequestXfer0(ep, peer, 0, H_PUT, NULL, 10), AM_ERR_BAD_ARG);
   CHECK_RC(AM_GetXfer0(ep, peer, 0, H_GOT, SEG_BYTES - 5, 10), AM_ERR_BAD_ARG); /* outside our segment */
+  /* Sizes of -1 (2^64 - 1 as size_t), refused at the call site, nothing sent. */
+  CHECK_RC(AM_RequestI0(ep, peer, H_MED_REQ, big, (size_t)-1), AM_ERR_BAD_ARG);
+  CHECK_RC(AM_RequestXfer0(ep, peer, 0, H_PUT, big, (size_t)-1), AM_ERR_BAD_ARG);
+  CHECK_RC(AM_RequestXferAsync0(ep, peer, 0, H_PUT, big, (size_t)-1), AM_ERR_BAD_ARG);
+  CHECK_RC(AM_GetXfer0(ep, peer, 0, H_GOT, 0, (size_t)-1), AM_ERR_BAD_ARG);
+  CHECK_RC(AM_GetXfer0(ep, peer, 0, H_GOT, UINTPTR_MAX, 1), AM_ERR_BAD_ARG);
   CHECK_RC(AM_Reply0(NULL, H_WAKE_REP), AM_ERR_BAD_ARG);
   CHECK_RC(AM_Poll(NULL), AM_ERR_BAD_ARG);
   CHECK_RC(AM_SetSeg(NULL, big, 1), AM_ERR_BAD_ARG);
