@@ -265,10 +265,11 @@ void describe(bench::report& rep, const options& o, bool alone) {
                                   "a flush request answered with the count ends each loop",
                                   o.slots));
   rep.notes.push_back("long_stream_private: the same stream through the AM-2 C API (AM_RequestXfer0) into a segment "
-                      "of malloc'd memory given to AM_SetSeg, as AM-2 programs have; on one node clump writes it "
-                      "into the receiver's memory by cross-memory attach up to CLUMP_CMA_MAX (512 KiB), or, above it, "
-                      "with CLUMP_CMA_MAX=0 or where the kernel refuses, through the medium ring in pieces; a flush "
-                      "every 16 messages");
+                      "of malloc'd memory given to AM_SetSeg, as AM-2 programs have; on one node, from CLUMP_CMA_SPLIT "
+                      "(64 KiB) on, a shared copy by cross-memory attach (the sender writes the front half into "
+                      "the receiver's memory while the receiver pulls the rest from the sender's: one copy on each "
+                      "core), or, with CLUMP_CMA_MAX=0 or where the kernel refuses, through the medium ring in "
+                      "pieces; a flush every 16 messages");
   rep.notes.push_back("medium_stream: medium requests back to back; the handler only counts; flush as above");
   rep.notes.push_back("short_stream: short requests without arguments whose handler only counts (no reply); flush "
                       "as above");

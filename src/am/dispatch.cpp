@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "am/cma.hpp"
 #include "am/endpoint_impl.hpp"
 #include "am/send.hpp"
 #include "core/log.hpp"
@@ -132,8 +133,13 @@ struct shape {
   if (kind == packet_kind::cancelled) return nullptr;  // its sender returned it itself; skipped whatever it holds
   const auto k = static_cast<uint8_t>(kind);
   if (k < 1 || k > 10 || shm::is_request(kind) != request_queue) return "an unknown kind, or one of the other queue";
-  if (p.nargs > max_args || (flags & (shm::flag_two_lines | shm::flag_three_lines)) != shm::line_flags(kind, p.nargs))
+  const bool shared_copy = flags & shm::flag_shared_copy;
+  if (p.nargs > max_args ||
+      (flags & (shm::flag_two_lines | shm::flag_three_lines)) != shm::line_flags(kind, p.nargs, shared_copy))
     return "an argument count that does not fit its lines";
+  if (shared_copy && (kind != packet_kind::long_request || (flags & (shm::flag_ring | shm::flag_staged)) ||
+                      s.tail->piece > p.length))
+    return "a shared copy that is not a long request, or whose front is longer than its payload";
   const bool medium = kind == packet_kind::medium_request || kind == packet_kind::medium_reply;
   if (medium != ((flags & shm::flag_ring) && !staged)) return "a medium payload not in the ring";
   if (staged) {
@@ -189,6 +195,62 @@ inline shape examine(const shm::queue_ref& q, const shm::packet& p, uint64_t hea
     core::log_error("endpoint %u refused a malformed packet in its queue (%s; it names rank %d as its sender): "
                     "another process of this node wrote it; it is dropped%s",
                     e.slot, why, am::source_rank(p.source), n == 5 ? " (no more reports)" : "");
+}
+
+/// A shared copy (packet.hpp, flag_shared_copy) is in our queue until its
+/// sender has set its last bit: waits for it, so that no bit of this packet's
+/// sender lands in lines we freed. Returns the bits, or 0 when the sender
+/// died first (the message is then dropped: its payload may be incomplete).
+[[gnu::cold, gnu::noinline]] uint32_t settle_shared(endpoint_impl& e, const shm::packet& p,
+                                                    const shm::packet_extra& x) noexcept {
+  // The sender writes this word; nothing else of the packet changes.
+  auto& word = const_cast<std::atomic<uint32_t>&>(x.shared);
+  for (unsigned round = 0;; ++round) {
+    // Acquire: the sender's bytes are in place before its bit.
+    const uint32_t bits = word.load(std::memory_order_acquire);
+    const uint32_t last = (bits & shm::shared_refused) ? shm::shared_all_written | shm::shared_failed
+                                                       : shm::shared_front_written | shm::shared_failed;
+    if (bits & last) return bits;
+    if ((round & 1023) == 1023 && e.proc->rank_failed(am::source_rank(p.source))) {
+      core::log_warning("rank %d died while it wrote a long message of %u bytes into endpoint %u's segment; the "
+                        "message is dropped",
+                        am::source_rank(p.source), p.length, e.slot);
+      return 0;
+    }
+    if (round > 64) sched_yield();  // the sender may need this core
+  }
+}
+
+/// Pulls the part of a shared copy that is ours to copy (all but the
+/// sender's front) into `data`, then waits until the sender's front is in
+/// place. False when the message is not to be run: dropped (its sender died)
+/// or sent back (the sender could not write its part).
+[[gnu::cold, gnu::noinline]] bool pull_shared(endpoint_impl& e, const shm::packet& p, const shape& sh,
+                                              std::byte* data, const uint32_t* args, unsigned nargs,
+                                              uint64_t offset) noexcept {
+  const uint32_t front = sh.tail->piece;  // <= length: checked
+  const am::remote_endpoint* from = e.proc->remote(p.source);
+  cma::result r = cma::result::done;
+  if (front < p.length) {
+    // The sender's payload, in its memory (an address we only hand to the kernel).
+    r = from && !from->net && from->pid > 0
+            ? cma::read_from(from->pid, reinterpret_cast<const std::byte*>(sh.tail->aux + front), data + front,
+                             p.length - front)
+            : cma::result::refused;
+  }
+  if (r != cma::result::done) [[unlikely]]
+    core::log_info("could not pull a long message's rest from rank %d's memory (%s): it writes the whole of it",
+                   am::source_rank(p.source), r == cma::result::refused ? "the kernel refuses" : "not mapped there");
+  // Release: our bytes are in place before the sender sees the bit (it may reuse its buffer).
+  auto& word = const_cast<std::atomic<uint32_t>&>(sh.extra->shared);
+  word.fetch_or(r == cma::result::done ? shm::shared_pulled : shm::shared_refused, std::memory_order_release);
+  const uint32_t bits = settle_shared(e, p, *sh.extra);
+  if (!bits) return false;
+  if (bits & shm::shared_failed) {
+    reject(e, p, args, nargs, offset, return_reason::bad_segment_offset);
+    return false;
+  }
+  return true;
 }
 
 // Out of line: keeps the polling loop small for the common empty case.
@@ -250,6 +312,8 @@ inline shape examine(const shm::queue_ref& q, const shm::packet& p, uint64_t hea
       if (offset > e.segment_length || length > e.segment_length - offset) [[unlikely]]
         return reject(e, p, args, nargs, offset, return_reason::bad_segment_offset);
       data = e.segment + offset;
+      if ((p.flags & shm::flag_shared_copy) && !pull_shared(e, p, sh, data, args, nargs, offset)) [[unlikely]]
+        return;
       if (p.flags & shm::flag_staged) {
         const uint32_t piece = sh.tail->piece;  // <= length: checked
         std::memcpy(data + length - piece, shm::ring_at(q, sh.ring_start), piece);
@@ -325,6 +389,9 @@ uint64_t take(endpoint_impl& e, const shm::queue_ref& q, const shm::packet& p, u
     refused = true;
   } else {
     handle(e, q, p, sh);
+    // A shared copy refused before its pull: its sender may still be writing.
+    if (sh.extra && (p.flags & shm::flag_shared_copy) && p.kind == packet_kind::long_request) [[unlikely]]
+      settle_shared(e, p, *sh.extra);
   }
   return shm::pack_index(shm::line_index(head) + sh.lines, shm::ring_index(head) + sh.ring_used);
 }
@@ -465,6 +532,9 @@ void drain_freed(endpoint_impl& e) noexcept {
                  p->kind == packet_kind::long_piece_reply) {
         // nothing: its sender returned it itself; a piece's message is returned by its last packet
       } else if (shm::is_request(p->kind)) {
+        // A shared copy's sender may still be writing: its bits must land first.
+        if (sh.extra && (p->flags & shm::flag_shared_copy) && p->kind == packet_kind::long_request)
+          settle_shared(e, *p, *sh.extra);
         // Never lost: back to its sender, as a message to a freed endpoint.
         uint32_t words[max_args];
         const unsigned nargs = p->nargs;

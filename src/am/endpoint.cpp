@@ -46,6 +46,7 @@ endpoint::endpoint(bundle& b) : impl_(new endpoint_impl) {
   e.parallel = b.mode() == bundle_mode::parallel;
   e.max_medium = core::settings().max_medium;
   e.cma_max = core::settings().cma_max;
+  e.cma_split = core::settings().cma_split;
   shm::region& reg = e.proc->region();
   try {
     e.slot = reg.take_endpoint_slot(e.generation);

@@ -75,6 +75,7 @@ struct endpoint_impl {
   bool parallel = false;
   size_t max_medium = 0;   // CLUMP_MAX_MEDIUM, cached off the settings registry
   size_t cma_max = 0;      // CLUMP_CMA_MAX: long messages into private segments of the node by cross-memory attach
+  size_t cma_split = 0;    // CLUMP_CMA_SPLIT: blocking long requests from this size copied by both sides
 
   // Consumer state (this process only).
   // Atomic (relaxed) only because a sleeping thread may read them while the

@@ -36,6 +36,9 @@ struct remote_endpoint {
   // Relaxed everywhere: a hint that orders nothing; a stale value costs one
   // more probe or one message through the ring.
   std::atomic<int8_t> cma{0};
+  // It could not pull a shared copy's rest from our memory (the kernel
+  // refuses): our long messages to it are no longer shared copies. Relaxed: a hint.
+  std::atomic<bool> no_pull{false};
   bool net = false;                  // reached through the network protocol
   // Network only: what the endpoint told us about itself in its last message
   // (a reply goes out with the requester's tag, to its generation).

@@ -2,7 +2,6 @@
 
 #include <sched.h>
 #include <signal.h>
-#include <sys/uio.h>
 
 #include <cerrno>
 
@@ -12,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "am/cma.hpp"
 #include "am/net_bridge.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"
@@ -46,6 +46,7 @@ struct outgoing {
   size_t direct_bytes = 0;
   pid_t direct_pid = 0;             // non-zero: `direct` is an address in that process (cross-memory attach)
   mutable bool faulted = false;     // that address turned out not to be mapped there (the packet was cancelled)
+  mutable uint32_t line = 0;        // into another process: the first line claimed
 };
 
 [[gnu::cold]] status misuse(const char* what) noexcept {
@@ -77,45 +78,6 @@ namespace {
 
 [[gnu::cold]] bool owner_alive(am::process& proc, am::remote_endpoint& to) noexcept { return !proc.rank_failed(to.rank); }
 
-enum class cma_result { done, refused, gone, fault };
-
-/// What a cross-memory call that failed with `e` (its errno) means.
-cma_result failure(int e) noexcept {
-  if (e == ESRCH) return cma_result::gone;
-  if (e == EPERM || e == ENOSYS || e == EACCES || e == EINVAL) return cma_result::refused;
-  return cma_result::fault;
-}
-
-/// Writes `n` bytes at `data` to `address` in process `pid` (cross-memory
-/// attach). refused: the kernel does not allow it (permissions, no such
-/// system call); gone: the process has exited; fault: the range is not
-/// mapped there (bytes may have landed in part).
-cma_result write_into(pid_t pid, std::byte* address, const void* data, size_t n) noexcept {
-  while (n > 0) {
-    iovec local{const_cast<void*>(data), n}, remote{address, n};
-    const ssize_t w = ::process_vm_writev(pid, &local, 1, &remote, 1, 0);
-    if (w <= 0) {
-      if (w < 0 && errno == EINTR) continue;
-      return w < 0 ? failure(errno) : cma_result::fault;
-    }
-    // A short write: the rest of the range is not mapped, or a signal came.
-    address += w;
-    data = static_cast<const std::byte*>(data) + w;
-    n -= static_cast<size_t>(w);
-  }
-  return cma_result::done;
-}
-
-/// Whether cross-memory attach reaches `address` in process `pid`, without
-/// writing: reads its first byte.
-cma_result probe(pid_t pid, std::byte* address) noexcept {
-  std::byte b{};
-  iovec local{&b, 1}, remote{address, 1};
-  const ssize_t r = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
-  if (r == 1) return cma_result::done;
-  return r < 0 ? failure(errno) : cma_result::fault;
-}
-
 [[gnu::cold]] void cma_refused(am::remote_endpoint& to) noexcept {
   if (to.cma.exchange(-1, std::memory_order_relaxed) != -1)
     core::log_info("the kernel refuses cross-memory attach into rank %d (%s): long messages into its private "
@@ -145,8 +107,9 @@ void fill_more_args(const shm::queue_ref& q, uint32_t line, uint32_t lines, cons
   if (lines >= 3) {
     shm::packet_extra& x = shm::extra_at(q, line + 2);
     x.seq.store(line + 3, std::memory_order_relaxed);  // relaxed: as above
+    x.shared.store(0, std::memory_order_relaxed);      // relaxed: as above
     constexpr unsigned before = shm::args_in_first_line + shm::args_in_second_line;
-    std::memcpy(x.args, args + before, (nargs - before) * sizeof(uint32_t));
+    if (nargs > before) std::memcpy(x.args, args + before, (nargs - before) * sizeof(uint32_t));
   }
 }
 
@@ -154,10 +117,10 @@ void fill_more_args(const shm::queue_ref& q, uint32_t line, uint32_t lines, cons
 /// (cold: kept out of try_enqueue, which every message goes through).
 /// False when it failed (m.faulted: the address is not mapped there).
 [[gnu::cold, gnu::noinline]] bool write_after_claim(const am::remote_endpoint& to, const outgoing& m) noexcept {
-  const cma_result r = write_into(m.direct_pid, m.direct, m.direct_data, m.direct_bytes);
-  if (r == cma_result::done) return true;
-  if (r == cma_result::fault) cma_fault(to, reinterpret_cast<uint64_t>(m.direct), m.direct_bytes);
-  m.faulted = r == cma_result::fault;
+  const cma::result r = cma::write_into(m.direct_pid, m.direct, m.direct_data, m.direct_bytes);
+  if (r == cma::result::done) return true;
+  if (r == cma::result::fault) cma_fault(to, reinterpret_cast<uint64_t>(m.direct), m.direct_bytes);
+  m.faulted = r == cma::result::fault;
   return false;
 }
 
@@ -209,7 +172,9 @@ claim_result try_enqueue(am::remote_endpoint& to, bool reply, const outgoing& m,
     if constexpr (IntoProcess) {
       // Into a private segment of another process: a failure now (its
       // memory unmapped, the process gone) cancels the claimed packet.
-      if (!write_after_claim(to, m)) {
+      // (A shared copy writes after publishing: no direct bytes here.)
+      m.line = c.line;
+      if (m.direct_bytes && !write_after_claim(to, m)) {
         p.kind = packet_kind::cancelled;
         gone = true;
       }
@@ -324,11 +289,65 @@ struct private_result {
   return_reason why = return_reason::bad_endpoint;
 };
 
+/// The end of a shared copy (see packet.hpp's flag_shared_copy), after its
+/// packet is published at `line` of `to`'s request queue: writes the front
+/// of the payload into the segment at `dst`, then waits until the receiver
+/// has pulled the rest (or, when the kernel would not let it, writes the rest
+/// too), running the bundle's handlers meanwhile as a request's wait for
+/// room does. The
+/// packet is the receiver's until the head passes it: each of our bits is
+/// set before the receiver may free its lines (it waits for the last one).
+[[gnu::noinline]] private_result finish_shared_copy(endpoint_impl& from, am::remote_endpoint& to, uint32_t line,
+                                                    const std::byte* data, size_t length, size_t front,
+                                                    std::byte* dst) noexcept {
+  const shm::queue_ref& q = to.view.request;
+  std::atomic<uint32_t>& word = shm::extra_at(q, line + 2).shared;
+  const uint32_t done_line = line + 3;  // the head reaches it once the receiver is done with the packet
+  auto write = [&](size_t at, size_t n) {
+    const cma::result r = cma::write_into(to.pid, dst + at, data + at, n);
+    if (r == cma::result::fault) cma_fault(to, reinterpret_cast<uint64_t>(dst + at), n);
+    return r;
+  };
+  cma::result r = write(0, front);
+  // Release: our bytes are in place before the receiver sees the bit.
+  word.fetch_or(r == cma::result::done ? shm::shared_front_written : shm::shared_failed, std::memory_order_release);
+  // A failure comes back from the receiver (it sees shared_failed), unless it is gone.
+  if (r == cma::result::gone) return {status::ok, true, return_reason::unreachable};
+  if (r != cma::result::done) return {};
+  for (unsigned round = 0;; ++round) {
+    // The word first, then the head: a head short of the packet means the
+    // word we read was still this packet's (its lines are freed only after).
+    const uint32_t bits = word.load(std::memory_order_acquire);
+    // Acquire: pairs with the receiver's release of its head.
+    const uint32_t head = shm::line_index(q.control->head.load(std::memory_order_acquire));
+    if (static_cast<int32_t>(head - done_line) >= 0 || (bits & shm::shared_pulled)) return {};
+    if (bits & shm::shared_refused) {
+      to.no_pull.store(true, std::memory_order_relaxed);
+      r = write(front, length - front);
+      word.fetch_or(r == cma::result::done ? shm::shared_all_written : shm::shared_failed,
+                    std::memory_order_release);
+      if (r == cma::result::gone) return {status::ok, true, return_reason::unreachable};
+      return {};
+    }
+    // The receiver died with our packet unread: the message went with it.
+    if (to.gone.load(std::memory_order_relaxed) || ((round & 1023) == 1023 && !owner_alive(*from.proc, to)))
+      [[unlikely]]
+      return {status::ok, true, return_reason::unreachable};
+    // Run our handlers meanwhile (we are not inside one: requests from
+    // handlers are refused): the receiver may be waiting for one of our
+    // replies to drain, or for us to pull a shared copy of its own.
+    from.bundle->owner->poll();
+    if (round > 64) sched_yield();  // the receiver may need this core
+  }
+}
+
 /// A long message into a segment outside shared memory (the owner's own
 /// memory at `seg_addr` in its process): straight into it where the kernel
 /// lets us (cross-memory attach: one copy, by the kernel), still inside the
 /// copy guard (the owner waits for it before the program may free that
-/// memory, see endpoint.cpp's publish_segment); else, and above
+/// memory, see endpoint.cpp's publish_segment). A blocking request of
+/// CLUMP_CMA_SPLIT bytes or more is a shared copy: the receiver pulls half
+/// while we write the other half, on two cores. Else, and above
 /// CLUMP_CMA_MAX, through the ring in pieces that the receiver copies into
 /// place, the last one running the handler.
 [[gnu::noinline]] private_result send_private_long(endpoint_impl& from, am::remote_endpoint& to, bool reply,
@@ -336,7 +355,10 @@ struct private_result {
                                                    uint64_t seg_addr, when_full policy, uint64_t expect,
                                                    copy_guard& copying) noexcept {
   auto back = [](return_reason why) { return private_result{status::ok, true, why}; };
-  if (length && length <= from.cma_max && seg_addr && to.cma.load(std::memory_order_relaxed) >= 0) {
+  const bool shared = !reply && policy != when_full::give_up && from.cma_split && length >= from.cma_split &&
+                      !to.no_pull.load(std::memory_order_relaxed);
+  if (length && from.cma_max && (length <= from.cma_max || shared) && seg_addr &&
+      to.cma.load(std::memory_order_relaxed) >= 0) {
     std::byte* dst = reinterpret_cast<std::byte*>(seg_addr) + offset;
     if (to.rank == from.proc->rank()) {  // our own process: the address is ours
       if (policy == when_full::give_up) {
@@ -349,38 +371,47 @@ struct private_result {
       }
       return {enqueue(from, to, reply, m, policy, expect)};
     }
-    if (policy == when_full::give_up) {
+    if (policy == when_full::give_up || shared) {
       // Asynchronous: claim first, so that a full queue leaves the segment
-      // untouched; the write follows the claim. Whether the kernel allows
-      // it is found out first, without writing.
-      const cma_result r = to.cma.load(std::memory_order_relaxed) > 0 ? cma_result::done : probe(to.pid, dst);
-      if (r == cma_result::gone) return back(return_reason::unreachable);
-      if (r == cma_result::fault) {
+      // untouched; the write follows the claim. A shared copy writes after
+      // publishing. Whether the kernel allows it is found out first, without writing.
+      const cma::result r = to.cma.load(std::memory_order_relaxed) > 0 ? cma::result::done : cma::probe(to.pid, dst);
+      if (r == cma::result::gone) return back(return_reason::unreachable);
+      if (r == cma::result::fault) {
         cma_fault(to, seg_addr + offset, length);
         return back(return_reason::bad_segment_offset);
       }
-      if (r == cma_result::refused) cma_refused(to);
-      if (r == cma_result::done) {
+      if (r == cma::result::refused) cma_refused(to);
+      if (r == cma::result::done) {
         to.cma.store(1, std::memory_order_relaxed);
+        m.direct_pid = to.pid;
+        if (shared) {
+          const size_t front = (length / 2) & ~size_t{4095};
+          m.flags = shm::flag_shared_copy | shm::flag_two_lines | shm::flag_three_lines;
+          m.piece = static_cast<uint32_t>(front);
+          m.aux = reinterpret_cast<uint64_t>(data);
+          const status s = enqueue<true>(from, to, reply, m, policy, expect);
+          if (s != status::ok) return {s};
+          return finish_shared_copy(from, to, m.line, static_cast<const std::byte*>(data), length, front, dst);
+        }
         m.direct = dst;
         m.direct_data = data;
         m.direct_bytes = length;
-        m.direct_pid = to.pid;
         const status s = enqueue<true>(from, to, reply, m, policy, expect);
         if (s == status::not_sent && m.faulted) return back(return_reason::bad_segment_offset);
         return {s};
       }
     } else {
-      switch (write_into(to.pid, dst, data, length)) {
-        case cma_result::done:
+      switch (cma::write_into(to.pid, dst, data, length)) {
+        case cma::result::done:
           to.cma.store(1, std::memory_order_relaxed);
           copying.end();
           return {enqueue(from, to, reply, m, policy, expect)};
-        case cma_result::gone: return back(return_reason::unreachable);
-        case cma_result::fault:
+        case cma::result::gone: return back(return_reason::unreachable);
+        case cma::result::fault:
           cma_fault(to, seg_addr + offset, length);
           return back(return_reason::bad_segment_offset);
-        case cma_result::refused:
+        case cma::result::refused:
           cma_refused(to);  // and through the ring below
           break;
       }

@@ -112,8 +112,12 @@ const setting_def registry[] = {
      "long messages up to this size into a segment outside shared memory (AM_SetSeg with the program's own "
      "memory), on one node, are written straight into the owner's memory by cross-memory attach "
      "(process_vm_writev: one copy) where the kernel allows it; larger ones travel through the medium ring in "
-     "pieces (two copies on two cores, faster for large messages where the kernel's copy is slow); 0: always "
-     "the ring",
+     "pieces (two copies on two cores), unless CLUMP_CMA_SPLIT applies; 0: always the ring",
+     false},
+    {"CLUMP_CMA_SPLIT", setting_type::size, "64K",
+     "blocking long requests of at least this size into such a segment (and CLUMP_CMA_MAX not 0) are copied by "
+     "both processes at once: the sender writes the front half by cross-memory attach while the receiver pulls "
+     "the rest (process_vm_readv), one copy on each of two cores; 0: never",
      false},
     {"CLUMP_NET_FAULT", setting_type::string, "",
      "fault injection for tests: drop=P,dup=P,reorder=P,delay=P,delay_us=N,dir=in|out|both,seed=N (P a "
@@ -258,6 +262,7 @@ config parse() {
   else if (auth == "off") c.net_auth = 2;
   else bad_setting("CLUMP_NET_AUTH=%s must be auto, on or off", auth.c_str());
   c.cma_max = size("CLUMP_CMA_MAX", 0, 4 * gib);
+  c.cma_split = size("CLUMP_CMA_SPLIT", 0, 4 * gib);
   std::string why;
   if (!parse_fault_plan(raw("CLUMP_NET_FAULT"), c.net_fault, why))
     bad_setting("CLUMP_NET_FAULT: %s (e.g. drop=0.1,dup=0.05,reorder=0.05,seed=7)", why.c_str());

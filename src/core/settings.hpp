@@ -40,6 +40,7 @@ struct config {
   std::string net_address;       // IPv4 address to bind, or "auto"
   int net_auth;                  // CLUMP_NET_AUTH: 0 auto (when the job spans hosts), 1 on, 2 off
   size_t cma_max;                // CLUMP_CMA_MAX: long messages into private segments by cross-memory attach up to this size
+  size_t cma_split;              // CLUMP_CMA_SPLIT: blocking long requests from this size copied half by each side
   struct fault_plan {
     double drop = 0, duplicate = 0, reorder = 0, delay = 0;  // probabilities per datagram
     uint32_t delay_us = 1000;

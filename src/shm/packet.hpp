@@ -61,7 +61,25 @@ inline constexpr uint8_t flag_two_lines = 1;    // a packet_tail line follows
 inline constexpr uint8_t flag_ring = 2;         // payload is in the ring (medium; staged long pieces)
 inline constexpr uint8_t flag_staged = 4;       // long payload travelled through the ring (private segment)
 inline constexpr uint8_t flag_three_lines = 8;  // a packet_extra line follows the tail
-inline constexpr uint8_t known_flags = flag_two_lines | flag_ring | flag_staged | flag_three_lines;
+inline constexpr uint8_t flag_shared_copy = 16; // long request into a private segment, copied by both sides (below)
+inline constexpr uint8_t known_flags = flag_two_lines | flag_ring | flag_staged | flag_three_lines | flag_shared_copy;
+
+/// A shared copy (flag_shared_copy): a long request into a segment in its
+/// owner's private memory, which sender and receiver copy at once, each with
+/// one cross-memory call, on two cores. The packet has three lines. The
+/// sender publishes it first, then writes the payload's front (tail.piece
+/// bytes) into the segment; the receiver, on reading it, pulls the rest
+/// from the sender's memory (tail.aux: the payload's address there). The
+/// third line's `shared` word is where the two meet: each sets its bits
+/// (atomic or, both processes), the receiver runs the handler once the whole
+/// payload is in place, and the sender returns (its buffer free again) once
+/// the receiver has pulled. The receiver frees the lines only after the
+/// sender's last bit, so the sender's bits always land in its own packet.
+inline constexpr uint32_t shared_front_written = 1;  // sender: the front is in place
+inline constexpr uint32_t shared_pulled = 2;         // receiver: the rest is in place
+inline constexpr uint32_t shared_refused = 4;        // receiver: the kernel would not let it pull; sender writes all
+inline constexpr uint32_t shared_all_written = 8;    // sender, after shared_refused: the whole payload is in place
+inline constexpr uint32_t shared_failed = 16;        // sender: its write failed; the message goes back
 
 inline constexpr unsigned args_in_first_line = 8;
 inline constexpr unsigned args_in_second_line = 10;
@@ -70,9 +88,10 @@ inline constexpr unsigned args_in_third_line = 14;
 inline constexpr unsigned max_args = 20;
 static_assert(max_args <= args_in_first_line + args_in_second_line + args_in_third_line);
 
-/// The lines a packet of `kind` with `nargs` words takes, and its line flags.
-inline constexpr uint8_t line_flags(packet_kind kind, unsigned nargs) noexcept {
-  if (nargs > args_in_first_line + args_in_second_line) return flag_two_lines | flag_three_lines;
+/// The lines a packet of `kind` with `nargs` words takes, and its line flags
+/// (a shared copy always takes three).
+inline constexpr uint8_t line_flags(packet_kind kind, unsigned nargs, bool shared_copy = false) noexcept {
+  if (shared_copy || nargs > args_in_first_line + args_in_second_line) return flag_two_lines | flag_three_lines;
   return nargs > args_in_first_line || has_offsets(kind) ? flag_two_lines : 0;
 }
 inline constexpr uint32_t lines_of(uint8_t flags) noexcept {
@@ -107,7 +126,7 @@ static_assert(sizeof(packet_tail) == cache_line);
 /// The third line: argument words 19 and on.
 struct alignas(cache_line) packet_extra {
   std::atomic<uint32_t> seq;  // its own index + 1
-  uint32_t reserved;
+  std::atomic<uint32_t> shared;  // a shared copy's progress (shared_* bits above); else 0
   uint32_t args[args_in_third_line];
 };
 static_assert(sizeof(packet_extra) == cache_line);

@@ -90,3 +90,15 @@ target_compile_definitions(exits_test PRIVATE CLUMPRUN="$<TARGET_FILE:clumprun>"
                            EXITS="$<TARGET_FILE:exits>")
 add_dependencies(exits_test clumprun exits)
 gtest_discover_tests(exits_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120 LABELS "multiproc;exits")
+
+# Long messages into malloc'd segments where the kernel refuses part of the
+# cross-memory traffic: rank 0 makes itself undumpable and the job runs as
+# nobody, so nobody may write into rank 0 (the ring instead) and no receiver
+# may pull a shared copy's rest from it (rank 0 then writes all of it).
+add_test(NAME am_private_segments_where_the_kernel_refuses_cross_memory_attach
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/as_nobody $<TARGET_FILE:clumprun>
+          "the kernel refuses cross-memory attach into rank 0"
+          "could not pull a long message's rest from rank 0's memory (the kernel refuses)"
+          -- -n 3 --timeout 60 $<TARGET_FILE:am_conformance> private_undumpable)
+set_tests_properties(am_private_segments_where_the_kernel_refuses_cross_memory_attach
+  PROPERTIES TIMEOUT 90 SKIP_RETURN_CODE 77 LABELS multiproc)

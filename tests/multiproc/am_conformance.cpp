@@ -5,6 +5,7 @@
 #include <clump/clump.hpp>
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -358,6 +359,56 @@ int scenario_storm(clump::runtime& rt, int per_peer) {
   return failures;
 }
 
+int scenario_shared_storm(clump::runtime& rt, int rounds) {
+  // Long requests of 64 KiB to 1 MiB (shared copies: each side copies a
+  // part) into malloc'd segments, from every rank to every rank at once,
+  // each answered by a short reply that has to get through while its sender
+  // is inside another copy. The sender scribbles over its buffer as soon as
+  // a call returns: the receiver must have pulled its part by then.
+  clump::endpoint& ep = rt.endpoint();
+  const int n = rt.size(), me = rt.rank();
+  constexpr size_t slot = size_t{1} << 20;
+  std::vector<std::byte> own(slot * static_cast<size_t>(n));
+  ep.set_segment(own.data(), own.size());
+  std::vector<int> sent(static_cast<size_t>(n)), acked(static_cast<size_t>(n));
+  static int bad = 0;  // static: a late reply may run after this scenario returns
+  auto ack = ep.on_reply([&](clump::token& t, uint32_t ok) {
+    if (!ok) ++bad;
+    ++acked[static_cast<size_t>(t.source().rank)];
+  });
+  auto land = ep.on_request([&](clump::token& t, std::span<const std::byte> p, uint32_t seed) {
+    const size_t from = static_cast<size_t>(t.source().rank);
+    const bool ok = p.data() == ep.segment().data() + from * slot && payload_ok(p, seed);
+    if (!ok) std::fprintf(stderr, "rank %d: %zu bytes from rank %zu are wrong\n", me, p.size(), from);
+    (void)t.reply(ack, static_cast<uint32_t>(ok));
+  });
+  rt.barrier();
+  std::vector<std::byte> buf(slot);
+  for (int r = 0; r < rounds; ++r)
+    for (int k = 1; k <= n; ++k) {
+      const int d = (me + k) % n;
+      const size_t len = (size_t{64} << 10) + (static_cast<size_t>(r) * 7919 + static_cast<size_t>(d) * 104729) %
+                                                  (slot - (size_t{64} << 10) + 1);
+      rt.wait_until([&] { return acked[static_cast<size_t>(d)] == sent[static_cast<size_t>(d)]; });
+      const auto seed = static_cast<uint32_t>(r * 1000 + me * 31 + d);
+      for (size_t i = 0; i < len; ++i) buf[i] = pattern(i, seed);
+      CHECK(ep.request_long(d, land, std::span<const std::byte>(buf.data(), len), static_cast<uint64_t>(me) * slot,
+                            seed) == clump::status::ok,
+            "long of %zu bytes to rank %d", len, d);
+      std::fill(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(len), std::byte{0xee});
+      ++sent[static_cast<size_t>(d)];
+    }
+  rt.wait_until([&] {
+    for (int d = 0; d < n; ++d)
+      if (acked[static_cast<size_t>(d)] != sent[static_cast<size_t>(d)]) return false;
+    return true;
+  });
+  std::printf("shared_storm: rank %d sent %d long messages of 64 KiB to 1 MiB, %d wrong\n", me, rounds * n, bad);
+  rt.barrier();
+  ep.set_segment(nullptr, 0);
+  return failures + bad;
+}
+
 // ---- the blocking wait ------------------------------------------------------------
 
 int scenario_idle(clump::runtime& rt) {
@@ -667,7 +718,7 @@ int scenario_killed(clump::runtime& rt) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: am_conformance kinds|private|errors|flood N|storm N|idle|parallel T N\n");
+    std::fprintf(stderr, "usage: am_conformance kinds|private|private_undumpable|shared_storm N|errors|flood N|storm N|idle|parallel T N\n");
     return 2;
   }
   clump::runtime rt{argc, argv};
@@ -677,6 +728,14 @@ int main(int argc, char** argv) {
   int failed = 0;
   if (what == "kinds") failed = scenario_kinds(rt, false);
   else if (what == "private") failed = scenario_kinds(rt, true);
+  else if (what == "private_undumpable") {
+    // Rank 0's memory is closed to other processes (without CAP_SYS_PTRACE):
+    // long messages to it take the ring, and its own are written whole by
+    // it where the receiver may not pull their rest.
+    if (rt.rank() == 0 && ::prctl(PR_SET_DUMPABLE, 0) != 0) std::perror("prctl");
+    failed = scenario_kinds(rt, true);
+  }
+  else if (what == "shared_storm") failed = scenario_shared_storm(rt, arg);
   else if (what == "errors") failed = scenario_errors(rt);
   else if (what == "flood") failed = scenario_flood(rt, arg);
   else if (what == "storm") failed = scenario_storm(rt, arg);

@@ -39,6 +39,22 @@ TEST_P(kinds, undeliverable_messages_return_to_handler_0_with_the_reason) {
 
 INSTANTIATE_TEST_SUITE_P(ranks, kinds, ::testing::Values(1, 2, 3));
 
+TEST(shared_copies, long_messages_into_malloced_segments_all_to_all_arrive_before_the_sender_returns) {
+  auto r = job(3, {"shared_storm", "400"}, {}, {"--bind", "none"});
+  EXPECT_JOB_OK(r);
+  EXPECT_NE(r.output.find("shared_storm: rank 2 sent 1200 long messages of 64 KiB to 1 MiB, 0 wrong"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(shared_copies, with_more_processes_than_cores) {
+  auto r = job(8, {"shared_storm", "30"}, {}, {"--bind", "none"});
+  EXPECT_JOB_OK(r);
+  EXPECT_NE(r.output.find("shared_storm: rank 7 sent 240 long messages of 64 KiB to 1 MiB, 0 wrong"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST(flood, many_to_one_with_more_processes_than_cores_arrives_exactly_once) {
   auto r = job(6, {"flood", "20000"}, {}, {"--bind", "none"});
   EXPECT_JOB_OK(r);
