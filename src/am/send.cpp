@@ -294,9 +294,9 @@ struct private_result {
 /// of the payload into the segment at `dst`, then waits until the receiver
 /// has pulled the rest (or, when the kernel would not let it, writes the rest
 /// too), running the bundle's handlers meanwhile as a request's wait for
-/// room does. The
-/// packet is the receiver's until the head passes it: each of our bits is
-/// set before the receiver may free its lines (it waits for the last one).
+/// room does. The packet is the receiver's until the head passes it: each
+/// of our bits is set before the receiver may free its lines (it waits for
+/// the last one).
 [[gnu::noinline]] private_result finish_shared_copy(endpoint_impl& from, am::remote_endpoint& to, uint32_t line,
                                                     const std::byte* data, size_t length, size_t front,
                                                     std::byte* dst) noexcept {
