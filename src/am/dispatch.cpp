@@ -198,18 +198,17 @@ inline shape examine(const shm::queue_ref& q, const shm::packet& p, uint64_t hea
 }
 
 /// A shared copy (packet.hpp, flag_shared_copy) is in our queue until its
-/// sender has set its last bit: waits for it, so that no bit of this packet's
-/// sender lands in lines we freed. Returns the bits, or 0 when the sender
-/// died first (the message is then dropped: its payload may be incomplete).
+/// sender has set its last bit, one of `last`: waits for it, so that no bit
+/// of the sender's lands in lines we freed. Returns the bits, or 0 when the
+/// sender died first (the message is then dropped: its payload may be
+/// incomplete).
 [[gnu::cold, gnu::noinline]] uint32_t settle_shared(endpoint_impl& e, const shm::packet& p,
-                                                    const shm::packet_extra& x) noexcept {
+                                                    const shm::packet_extra& x, uint32_t last) noexcept {
   // The sender writes this word; nothing else of the packet changes.
   auto& word = const_cast<std::atomic<uint32_t>&>(x.shared);
   for (unsigned round = 0;; ++round) {
     // Acquire: the sender's bytes are in place before its bit.
     const uint32_t bits = word.load(std::memory_order_acquire);
-    const uint32_t last = (bits & shm::shared_refused) ? shm::shared_all_written | shm::shared_failed
-                                                       : shm::shared_front_written | shm::shared_failed;
     if (bits & last) return bits;
     if ((round & 1023) == 1023 && e.proc->rank_failed(am::source_rank(p.source))) {
       core::log_warning("rank %d died while it wrote a long message of %u bytes into endpoint %u's segment; the "
@@ -221,30 +220,46 @@ inline shape examine(const shm::queue_ref& q, const shm::packet& p, uint64_t hea
   }
 }
 
-/// Pulls the part of a shared copy that is ours to copy (all but the
-/// sender's front) into `data`, then waits until the sender's front is in
-/// place. False when the message is not to be run: dropped (its sender died)
-/// or sent back (the sender could not write its part).
+/// A shared copy that will not run (refused, or its endpoint freed): unless
+/// we claimed its rest, its sender writes that, then sets its last bit.
+void settle_unclaimed(endpoint_impl& e, const shm::packet& p, const shape& sh) noexcept {
+  if (!sh.extra || !(p.flags & shm::flag_shared_copy) || p.kind != packet_kind::long_request) return;
+  // Relaxed: our own bit.
+  if (!(sh.extra->shared.load(std::memory_order_relaxed) & shm::shared_claimed))
+    settle_shared(e, p, *sh.extra, shm::shared_all_written | shm::shared_failed);
+}
+
+/// Our part of a shared copy: claims the rest of the payload and, unless the
+/// sender took it first, pulls it from the sender's memory into `data`;
+/// then waits until the whole payload is in place. False when the message is
+/// not to be run: dropped (its sender died) or sent back (a write failed).
 [[gnu::cold, gnu::noinline]] bool pull_shared(endpoint_impl& e, const shm::packet& p, const shape& sh,
                                               std::byte* data, const uint32_t* args, unsigned nargs,
                                               uint64_t offset) noexcept {
-  const uint32_t front = sh.tail->piece;  // <= length: checked
-  const am::remote_endpoint* from = e.proc->remote(p.source);
-  cma::result r = cma::result::done;
-  if (front < p.length) {
-    // The sender's payload, in its memory (an address we only hand to the kernel).
-    r = from && !from->net && from->pid > 0
-            ? cma::read_from(from->pid, reinterpret_cast<const std::byte*>(sh.tail->aux + front), data + front,
-                             p.length - front)
-            : cma::result::refused;
-  }
-  if (r != cma::result::done) [[unlikely]]
-    core::log_info("could not pull a long message's rest from rank %d's memory (%s): it writes the whole of it",
-                   am::source_rank(p.source), r == cma::result::refused ? "the kernel refuses" : "not mapped there");
-  // Release: our bytes are in place before the sender sees the bit (it may reuse its buffer).
   auto& word = const_cast<std::atomic<uint32_t>&>(sh.extra->shared);
-  word.fetch_or(r == cma::result::done ? shm::shared_pulled : shm::shared_refused, std::memory_order_release);
-  const uint32_t bits = settle_shared(e, p, *sh.extra);
+  uint32_t last = shm::shared_all_written | shm::shared_failed;  // the sender's last bit when it writes the rest
+  // Acquire: if the sender took the rest, its bytes come with its bits (below).
+  if (!(word.fetch_or(shm::shared_claimed, std::memory_order_acq_rel) & shm::shared_taken)) {
+    const uint32_t front = sh.tail->piece;  // <= length: checked
+    const am::remote_endpoint* from = e.proc->remote(p.source);
+    cma::result r = cma::result::done;
+    if (front < p.length) {
+      // The sender's payload, in its memory (an address we only hand to the kernel).
+      r = from && !from->net && from->pid > 0
+              ? cma::read_from(from->pid, reinterpret_cast<const std::byte*>(sh.tail->aux + front), data + front,
+                               p.length - front)
+              : cma::result::refused;
+    }
+    if (r == cma::result::done) {
+      last = shm::shared_front_written | shm::shared_failed;
+    } else {
+      core::log_info("could not pull a long message's rest from rank %d's memory (%s): it writes the whole of it",
+                     am::source_rank(p.source), r == cma::result::refused ? "the kernel refuses" : "not mapped there");
+    }
+    // Release: our bytes are in place before the sender sees the bit (it may reuse its buffer).
+    word.fetch_or(r == cma::result::done ? shm::shared_pulled : shm::shared_refused, std::memory_order_release);
+  }
+  const uint32_t bits = settle_shared(e, p, *sh.extra, last);
   if (!bits) return false;
   if (bits & shm::shared_failed) {
     reject(e, p, args, nargs, offset, return_reason::bad_segment_offset);
@@ -390,8 +405,8 @@ uint64_t take(endpoint_impl& e, const shm::queue_ref& q, const shm::packet& p, u
   } else {
     handle(e, q, p, sh);
     // A shared copy refused before its pull: its sender may still be writing.
-    if (sh.extra && (p.flags & shm::flag_shared_copy) && p.kind == packet_kind::long_request) [[unlikely]]
-      settle_shared(e, p, *sh.extra);
+    if (sh.extra) [[unlikely]]
+      settle_unclaimed(e, p, sh);
   }
   return shm::pack_index(shm::line_index(head) + sh.lines, shm::ring_index(head) + sh.ring_used);
 }
@@ -533,8 +548,7 @@ void drain_freed(endpoint_impl& e) noexcept {
         // nothing: its sender returned it itself; a piece's message is returned by its last packet
       } else if (shm::is_request(p->kind)) {
         // A shared copy's sender may still be writing: its bits must land first.
-        if (sh.extra && (p->flags & shm::flag_shared_copy) && p->kind == packet_kind::long_request)
-          settle_shared(e, *p, *sh.extra);
+        settle_unclaimed(e, *p, sh);
         // Never lost: back to its sender, as a message to a freed endpoint.
         uint32_t words[max_args];
         const unsigned nargs = p->nargs;

@@ -291,29 +291,32 @@ struct private_result {
 
 /// The end of a shared copy (see packet.hpp's flag_shared_copy), after its
 /// packet is published at `line` of `to`'s request queue: writes the front
-/// of the payload into the segment at `dst`, then waits until the receiver
-/// has pulled the rest (or, when the kernel would not let it, writes the rest
-/// too), running the bundle's handlers meanwhile as a request's wait for
-/// room does. The packet is the receiver's until the head passes it: each
-/// of our bits is set before the receiver may free its lines (it waits for
-/// the last one).
+/// of the payload into the segment at `dst`; then, if the receiver has
+/// claimed the rest, waits until it has pulled it (our buffer must not change
+/// meanwhile), else writes the rest too.
 [[gnu::noinline]] private_result finish_shared_copy(endpoint_impl& from, am::remote_endpoint& to, uint32_t line,
                                                     const std::byte* data, size_t length, size_t front,
                                                     std::byte* dst) noexcept {
   const shm::queue_ref& q = to.view.request;
   std::atomic<uint32_t>& word = shm::extra_at(q, line + 2).shared;
   const uint32_t done_line = line + 3;  // the head reaches it once the receiver is done with the packet
-  auto write = [&](size_t at, size_t n) {
-    const cma::result r = cma::write_into(to.pid, dst + at, data + at, n);
-    if (r == cma::result::fault) cma_fault(to, reinterpret_cast<uint64_t>(dst + at), n);
-    return r;
+  // Writes the rest of the payload (ours to write) and sets the last bit.
+  auto write_rest = [&](cma::result r) -> private_result {
+    if (r == cma::result::done) r = cma::write_into(to.pid, dst + front, data + front, length - front);
+    if (r == cma::result::fault) cma_fault(to, reinterpret_cast<uint64_t>(dst), length);
+    // Release: our bytes are in place before the receiver sees the bit.
+    word.fetch_or(r == cma::result::done ? shm::shared_all_written : shm::shared_failed, std::memory_order_release);
+    // A failure comes back from the receiver (it sees shared_failed), unless it is gone.
+    if (r == cma::result::gone) return {status::ok, true, return_reason::unreachable};
+    return {};
   };
-  cma::result r = write(0, front);
-  // Release: our bytes are in place before the receiver sees the bit.
-  word.fetch_or(r == cma::result::done ? shm::shared_front_written : shm::shared_failed, std::memory_order_release);
-  // A failure comes back from the receiver (it sees shared_failed), unless it is gone.
-  if (r == cma::result::gone) return {status::ok, true, return_reason::unreachable};
-  if (r != cma::result::done) return {};
+  const cma::result r = cma::write_into(to.pid, dst, data, front);
+  if (r != cma::result::done) return write_rest(r);
+  // Acquire and release: our front is in place before the receiver sees the
+  // bit, and we see whether it claimed the rest first.
+  if (!(word.fetch_or(shm::shared_front_written | shm::shared_taken, std::memory_order_acq_rel) &
+        shm::shared_claimed))
+    return write_rest(r);
   for (unsigned round = 0;; ++round) {
     // The word first, then the head: a head short of the packet means the
     // word we read was still this packet's (its lines are freed only after).
@@ -323,21 +326,13 @@ struct private_result {
     if (static_cast<int32_t>(head - done_line) >= 0 || (bits & shm::shared_pulled)) return {};
     if (bits & shm::shared_refused) {
       to.no_pull.store(true, std::memory_order_relaxed);
-      r = write(front, length - front);
-      word.fetch_or(r == cma::result::done ? shm::shared_all_written : shm::shared_failed,
-                    std::memory_order_release);
-      if (r == cma::result::gone) return {status::ok, true, return_reason::unreachable};
-      return {};
+      return write_rest(r);
     }
-    // The receiver died with our packet unread: the message went with it.
+    // The receiver died halfway: the message went with it.
     if (to.gone.load(std::memory_order_relaxed) || ((round & 1023) == 1023 && !owner_alive(*from.proc, to)))
       [[unlikely]]
       return {status::ok, true, return_reason::unreachable};
-    // Run our handlers meanwhile (we are not inside one: requests from
-    // handlers are refused): the receiver may be waiting for one of our
-    // replies to drain, or for us to pull a shared copy of its own.
-    from.bundle->owner->poll();
-    if (round > 64) sched_yield();  // the receiver may need this core
+    if (round > 64) sched_yield();  // the receiver, in the middle of its copy, may need this core
   }
 }
 

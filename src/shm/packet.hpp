@@ -66,20 +66,30 @@ inline constexpr uint8_t known_flags = flag_two_lines | flag_ring | flag_staged 
 
 /// A shared copy (flag_shared_copy): a long request into a segment in its
 /// owner's private memory, which sender and receiver copy at once, each with
-/// one cross-memory call, on two cores. The packet has three lines. The
-/// sender publishes it first, then writes the payload's front (tail.piece
-/// bytes) into the segment; the receiver, on reading it, pulls the rest
-/// from the sender's memory (tail.aux: the payload's address there). The
-/// third line's `shared` word is where the two meet: each sets its bits
-/// (atomic or, both processes), the receiver runs the handler once the whole
-/// payload is in place, and the sender returns (its buffer free again) once
-/// the receiver has pulled. The receiver frees the lines only after the
-/// sender's last bit, so the sender's bits always land in its own packet.
+/// one cross-memory call, on two cores. The packet has three lines; tail.piece
+/// is the front's size, tail.aux the payload's address in the sender's memory
+/// (handed only to the kernel). The third line's `shared` word is where the
+/// two meet, each setting bits with an atomic or (both processes):
+/// - the sender publishes the packet and writes the front into the segment;
+/// - the receiver, on reading the packet, claims the rest (shared_claimed);
+/// - the sender, its front written, sets shared_front_written together with
+///   shared_taken: whichever of the two ors comes first decides who copies
+///   the rest. A receiver that claimed first pulls it from the sender's
+///   memory (shared_pulled; shared_refused when the kernel will not let it:
+///   the sender then writes it); else the sender writes it (shared_all_written).
+///   So a sender never waits for a receiver that is not polling.
+/// - the receiver runs the handler once the whole payload is in place; the
+///   sender returns once its buffer is no longer read.
+/// The receiver frees the lines only after the sender's last bit (it waits
+/// for it, also when it refuses the message), so no bit of the sender's lands
+/// in lines a later packet reuses.
 inline constexpr uint32_t shared_front_written = 1;  // sender: the front is in place
 inline constexpr uint32_t shared_pulled = 2;         // receiver: the rest is in place
-inline constexpr uint32_t shared_refused = 4;        // receiver: the kernel would not let it pull; sender writes all
-inline constexpr uint32_t shared_all_written = 8;    // sender, after shared_refused: the whole payload is in place
-inline constexpr uint32_t shared_failed = 16;        // sender: its write failed; the message goes back
+inline constexpr uint32_t shared_refused = 4;        // receiver: the kernel would not let it pull; the sender writes it
+inline constexpr uint32_t shared_all_written = 8;    // sender: the rest is in place too
+inline constexpr uint32_t shared_failed = 16;        // sender: a write failed; the message goes back
+inline constexpr uint32_t shared_claimed = 32;       // receiver: the rest is mine to pull, unless already taken
+inline constexpr uint32_t shared_taken = 64;         // sender: the rest is mine to write, unless already claimed
 
 inline constexpr unsigned args_in_first_line = 8;
 inline constexpr unsigned args_in_second_line = 10;

@@ -409,6 +409,40 @@ int scenario_shared_storm(clump::runtime& rt, int rounds) {
   return failures + bad;
 }
 
+int scenario_shared_quiet(clump::runtime& rt) {
+  // A 1 MiB long request into a malloc'd segment of a rank that computes
+  // for 2 s without polling: the sender copies all of it itself and returns
+  // at once; the handler runs, with every byte, once the receiver polls.
+  clump::endpoint& ep = rt.endpoint();
+  constexpr size_t len = size_t{1} << 20;
+  std::vector<std::byte> own(len);
+  ep.set_segment(own.data(), own.size());
+  static std::atomic<int> landed{0}, wrong{0};  // static: the handler may run after this scenario
+  auto land = ep.on_request([&](clump::token&, std::span<const std::byte> p, uint32_t seed) {
+    if (p.size() != len || !payload_ok(p, seed)) ++wrong;
+    ++landed;
+  });
+  rt.barrier();
+  if (rt.rank() == 1) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    rt.wait_until([&] { return landed.load() == 1; });
+    CHECK(wrong.load() == 0, "the 1 MiB message arrived wrong");
+  } else if (rt.rank() == 0) {
+    auto buf = make_payload(len, 77);
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK(ep.request_long(1, land, buf, 0, 77u) == clump::status::ok, "long request");
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fill(buf.begin(), buf.end(), std::byte{0xee});
+    std::printf("shared_quiet: the call returned after %.3f s while rank 1 computed\n", secs);
+    CHECK(secs < 1.0, "the call waited %.3f s for a receiver that does not poll", secs);
+  }
+  rt.barrier();
+  ep.set_segment(nullptr, 0);
+  return failures;
+}
+
 // ---- the blocking wait ------------------------------------------------------------
 
 int scenario_idle(clump::runtime& rt) {
@@ -718,7 +752,7 @@ int scenario_killed(clump::runtime& rt) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: am_conformance kinds|private|private_undumpable|shared_storm N|errors|flood N|storm N|idle|parallel T N\n");
+    std::fprintf(stderr, "usage: am_conformance kinds|private|private_undumpable|shared_storm N|shared_quiet|errors|flood N|storm N|idle|parallel T N\n");
     return 2;
   }
   clump::runtime rt{argc, argv};
@@ -736,6 +770,7 @@ int main(int argc, char** argv) {
     failed = scenario_kinds(rt, true);
   }
   else if (what == "shared_storm") failed = scenario_shared_storm(rt, arg);
+  else if (what == "shared_quiet") failed = rt.size() >= 2 ? scenario_shared_quiet(rt) : (std::fprintf(stderr, "shared_quiet needs 2 ranks\n"), 1);
   else if (what == "errors") failed = scenario_errors(rt);
   else if (what == "flood") failed = scenario_flood(rt, arg);
   else if (what == "storm") failed = scenario_storm(rt, arg);

@@ -47,6 +47,12 @@ TEST(shared_copies, long_messages_into_malloced_segments_all_to_all_arrive_befor
       << r.output;
 }
 
+TEST(shared_copies, a_sender_does_not_wait_for_a_receiver_that_computes_without_polling) {
+  auto r = job(2, {"shared_quiet"});
+  EXPECT_JOB_OK(r);
+  EXPECT_NE(r.output.find("shared_quiet: the call returned after"), std::string::npos) << r.output;
+}
+
 TEST(shared_copies, with_more_processes_than_cores) {
   auto r = job(8, {"shared_storm", "30"}, {}, {"--bind", "none"});
   EXPECT_JOB_OK(r);
