@@ -200,21 +200,33 @@ inline shape examine(const shm::queue_ref& q, const shm::packet& p, uint64_t hea
 /// A shared copy (packet.hpp, flag_shared_copy) is in our queue until its
 /// sender has set its last bit, one of `last`: waits for it, so that no bit
 /// of the sender's lands in lines we freed. Returns the bits, or 0 when the
-/// sender died first (the message is then dropped: its payload may be
-/// incomplete).
+/// message is to be dropped (its payload may be incomplete): its sender died
+/// first, or it is not a process of this node that could set the bit, or
+/// it did not within 10 s (a sender sets it as soon as its copy ends; a
+/// packet that names a live process that did not send it would hold the
+/// queue forever).
 [[gnu::cold, gnu::noinline]] uint32_t settle_shared(endpoint_impl& e, const shm::packet& p,
                                                     const shm::packet_extra& x, uint32_t last) noexcept {
+  const int from = am::source_rank(p.source);
+  const am::remote_endpoint* sender = e.proc->remote(p.source);
+  if (!sender || sender->net) return 0;  // refused as from an unknown endpoint already (reject)
   // The sender writes this word; nothing else of the packet changes.
   auto& word = const_cast<std::atomic<uint32_t>&>(x.shared);
+  std::chrono::steady_clock::time_point give_up{};
   for (unsigned round = 0;; ++round) {
     // Acquire: the sender's bytes are in place before its bit.
     const uint32_t bits = word.load(std::memory_order_acquire);
     if (bits & last) return bits;
-    if ((round & 1023) == 1023 && e.proc->rank_failed(am::source_rank(p.source))) {
-      core::log_warning("rank %d died while it wrote a long message of %u bytes into endpoint %u's segment; the "
-                        "message is dropped",
-                        am::source_rank(p.source), p.length, e.slot);
-      return 0;
+    if ((round & 1023) == 1023) [[unlikely]] {
+      const auto now = std::chrono::steady_clock::now();
+      if (round == 1023) give_up = now + std::chrono::seconds(10);
+      const bool dead = e.proc->rank_failed(from);
+      if (dead || now >= give_up) {
+        core::log_warning("a long message of %u bytes from rank %d into endpoint %u's segment is dropped: %s", p.length,
+                          from, e.slot,
+                          dead ? "its process died while it wrote it" : "its sender did not finish writing it in 10 s");
+        return 0;
+      }
     }
     if (round > 64) sched_yield();  // the sender may need this core
   }

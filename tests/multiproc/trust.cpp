@@ -384,7 +384,8 @@ struct random64 : clump::net::random_source {
 // that does not fit, a kind for the other queue, a payload for a kind that
 // has none...), with rank 1's real tag or not. Rank 1 refuses and counts
 // every malformed one, reads and writes nothing outside its queues and
-// segment, and afterwards still takes ordinary messages byte for byte.
+// segment, drops a shared copy whose sender never finishes it, and
+// afterwards still takes ordinary messages byte for byte.
 int scenario_garbage(clump::runtime& rt, int count) {
   namespace shm = clump::shm;
   clump::endpoint& ep = rt.endpoint();
@@ -410,6 +411,39 @@ int scenario_garbage(clump::runtime& rt, int count) {
     if (!to || to->net) return failures;
     const clump::tag_t real_tag = ep.translation_tag(1);
     random64 rnd(0x5eed);
+    {
+      // First, a shared copy (packet.hpp: flag_shared_copy) that names us as
+      // its sender, with rank 1's real tag and generation, whose front we
+      // never write: rank 1 waits for our bit only so long (10 s), then drops
+      // it. (Before the malformed ones: a packet refused as malformed leaves
+      // the ring's position unknown until the queue is empty, so a sound one
+      // read before that, as it would be behind the 10 s, finds its payload
+      // in the wrong place.)
+      const shm::queue_ref& q = to->view.request;
+      shm::claim c;
+      while (!shm::try_claim(q, to->request_cache, 3, 0, c)) rt.bundle().poll();
+      shm::packet& p = shm::line_at(q, c.line);
+      p.kind = shm::packet_kind::long_request;
+      p.handler = static_cast<uint8_t>(ask.index);
+      p.nargs = 1;
+      p.flags = shm::flag_two_lines | shm::flag_three_lines | shm::flag_shared_copy;
+      p.source = clump::am::source_id(0, ep.name().slot);
+      p.length = 4096;
+      p.dst_gen = static_cast<uint32_t>(victim.generation);
+      p.src_gen = static_cast<uint32_t>(ep.name().generation);
+      p.tag = real_tag;
+      p.args[0] = 1;
+      shm::packet_tail& t = shm::tail_at(q, c.line + 1);
+      t.seq.store(c.line + 2, std::memory_order_relaxed);
+      t.piece = 4096;  // all of it is the sender's to write
+      t.offset = 0;
+      t.aux = 0;
+      shm::packet_extra& x = shm::extra_at(q, c.line + 2);
+      x.seq.store(c.line + 3, std::memory_order_relaxed);
+      x.shared.store(0, std::memory_order_relaxed);
+      shm::publish(q, c);
+      if (c.wake) shm::wake(shm::wake_word(q));
+    }
     for (int i = 0; i < count; ++i) {
       const bool reply_queue = rnd.below(2);
       const shm::queue_ref& q = reply_queue ? to->view.reply : to->view.request;
