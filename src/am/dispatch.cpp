@@ -197,6 +197,26 @@ inline shape examine(const shm::queue_ref& q, const shm::packet& p, uint64_t hea
                     e.slot, why, am::source_rank(p.source), n == 5 ? " (no more reports)" : "");
 }
 
+/// A packet's argument words: its first line's, or all of them gathered
+/// from its lines into `words`.
+inline const uint32_t* gather_args(const shm::packet& p, const shape& sh, uint32_t (&words)[max_args]) noexcept {
+  const unsigned nargs = p.nargs;
+  if (nargs <= shm::args_in_first_line) [[likely]]
+    return p.args;
+  constexpr unsigned two = shm::args_in_first_line + shm::args_in_second_line;
+  std::memcpy(words, p.args, sizeof p.args);
+  std::memcpy(words + shm::args_in_first_line, sh.tail->args,
+              (std::min(nargs, two) - shm::args_in_first_line) * sizeof(uint32_t));
+  if (nargs > two) std::memcpy(words + two, sh.extra->args, (nargs - two) * sizeof(uint32_t));
+  return words;
+}
+
+/// Sends a packet that will not run back to its sender's handler 0, with `why`.
+[[gnu::cold]] void return_packet(endpoint_impl& e, const shm::packet& p, const shape& sh, return_reason why) noexcept {
+  uint32_t words[max_args];
+  reject(e, p, gather_args(p, sh, words), p.nargs, sh.tail && shm::has_offsets(p.kind) ? sh.tail->offset : 0, why);
+}
+
 /// A shared copy (packet.hpp, flag_shared_copy) is in our queue until its
 /// sender has set its last bit, one of `last`: waits for it, so that no bit
 /// of the sender's lands in lines we freed. Returns the bits, or 0 when the
@@ -286,16 +306,8 @@ void settle_unclaimed(endpoint_impl& e, const shm::packet& p, const shape& sh) n
   const packet_kind kind = p.kind;
   if (kind == packet_kind::cancelled) return;
   uint32_t words[max_args];
-  const uint32_t* args = p.args;
+  const uint32_t* args = gather_args(p, sh, words);
   const unsigned nargs = p.nargs;
-  if (nargs > shm::args_in_first_line) {
-    constexpr unsigned two = shm::args_in_first_line + shm::args_in_second_line;
-    std::memcpy(words, p.args, sizeof p.args);
-    std::memcpy(words + shm::args_in_first_line, sh.tail->args,
-                (std::min(nargs, two) - shm::args_in_first_line) * sizeof(uint32_t));
-    if (nargs > two) std::memcpy(words + two, sh.extra->args, (nargs - two) * sizeof(uint32_t));
-    args = words;
-  }
   // A long message's destination offset, a get's source, a returned message's original.
   const uint64_t offset = sh.tail && shm::has_offsets(kind) ? sh.tail->offset : 0;
   const bool request = shm::is_request(kind);
@@ -407,13 +419,18 @@ void settle_unclaimed(endpoint_impl& e, const shm::packet& p, const shape& sh) n
 }
 
 /// Takes the ready packet at `head`: runs it, or refuses it as malformed
-/// (`refused` set); returns where the head goes next.
+/// (`refused` set); returns where the head goes next. While `refused` is
+/// set, where the ring's payloads are is not known (see resync_ring): a
+/// packet with a payload in the ring goes back to its sender (congestion)
+/// rather than run with bytes from the wrong place.
 uint64_t take(endpoint_impl& e, const shm::queue_ref& q, const shm::packet& p, uint64_t head, bool request_queue,
               bool& refused) noexcept {
   const shape sh = examine(q, p, head, request_queue);
   if (sh.bad) [[unlikely]] {
     refuse_corrupt(e, p, sh.bad);
     refused = true;
+  } else if (refused && (p.flags & shm::flag_ring) && p.kind != packet_kind::cancelled) [[unlikely]] {
+    return_packet(e, p, sh, return_reason::congestion);
   } else {
     handle(e, q, p, sh);
     // A shared copy refused before its pull: its sender may still be writing.
@@ -562,16 +579,7 @@ void drain_freed(endpoint_impl& e) noexcept {
         // A shared copy's sender may still be writing: its bits must land first.
         settle_unclaimed(e, *p, sh);
         // Never lost: back to its sender, as a message to a freed endpoint.
-        uint32_t words[max_args];
-        const unsigned nargs = p->nargs;
-        constexpr unsigned two = shm::args_in_first_line + shm::args_in_second_line;
-        std::memcpy(words, p->args, std::min(nargs, shm::args_in_first_line) * sizeof(uint32_t));
-        if (nargs > shm::args_in_first_line)
-          std::memcpy(words + shm::args_in_first_line, sh.tail->args,
-                      (std::min(nargs, two) - shm::args_in_first_line) * sizeof(uint32_t));
-        if (nargs > two) std::memcpy(words + two, sh.extra->args, (nargs - two) * sizeof(uint32_t));
-        reject(e, *p, words, nargs, sh.tail && shm::has_offsets(p->kind) ? sh.tail->offset : 0,
-               return_reason::bad_endpoint);
+        return_packet(e, *p, sh, return_reason::bad_endpoint);
         ++returned;
       } else {
         ++dropped;  // a reply or a returned message: this endpoint was their only destination

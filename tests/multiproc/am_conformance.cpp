@@ -409,6 +409,39 @@ int scenario_shared_storm(clump::runtime& rt, int rounds) {
   return failures + bad;
 }
 
+int scenario_pull_refused(clump::runtime& rt) {
+  // Rank 0 (undumpable) sends 1 MiB long requests to rank 1, which polls
+  // without pause: it claims their rest before rank 0 has written the front
+  // half (a few tens of µs) and tries to pull it, which the kernel refuses;
+  // rank 0 then writes it. Each arrives whole.
+  clump::endpoint& ep = rt.endpoint();
+  constexpr size_t len = size_t{1} << 20;
+  constexpr int count = 100;
+  std::vector<std::byte> own(len);
+  ep.set_segment(own.data(), own.size());
+  static std::atomic<int> landed{0}, wrong{0}, acked{0};  // static: handlers may run after this scenario
+  auto ack = ep.on_reply([&](clump::token&) { ++acked; });
+  auto land = ep.on_request([&](clump::token& t, std::span<const std::byte> p, uint32_t seed) {
+    if (p.size() != len || !payload_ok(p, seed)) ++wrong;
+    ++landed;
+    (void)t.reply(ack);
+  });
+  rt.barrier();
+  if (rt.rank() == 0) {
+    for (int i = 0; i < count; ++i) {
+      auto buf = make_payload(len, static_cast<uint32_t>(i));
+      CHECK(ep.request_long(1, land, buf, 0, static_cast<uint32_t>(i)) == clump::status::ok, "long request");
+      rt.wait_until([&] { return acked.load() == i + 1; });
+    }
+  } else if (rt.rank() == 1) {
+    while (landed.load() < count) rt.bundle().poll();
+    CHECK(wrong.load() == 0, "%d of %d messages of 1 MiB from rank 0 arrived wrong", wrong.load(), count);
+  }
+  rt.barrier();
+  ep.set_segment(nullptr, 0);
+  return failures;
+}
+
 int scenario_shared_quiet(clump::runtime& rt) {
   // A 1 MiB long request into a malloc'd segment of a rank that computes
   // for 2 s without polling: the sender copies all of it itself and returns
@@ -768,6 +801,7 @@ int main(int argc, char** argv) {
     // it where the receiver may not pull their rest.
     if (rt.rank() == 0 && ::prctl(PR_SET_DUMPABLE, 0) != 0) std::perror("prctl");
     failed = scenario_kinds(rt, true);
+    if (!failed && rt.size() >= 2) failed = scenario_pull_refused(rt);
   }
   else if (what == "shared_storm") failed = scenario_shared_storm(rt, arg);
   else if (what == "shared_quiet") failed = rt.size() >= 2 ? scenario_shared_quiet(rt) : (std::fprintf(stderr, "shared_quiet needs 2 ranks\n"), 1);

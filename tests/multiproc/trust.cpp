@@ -385,13 +385,13 @@ struct random64 : clump::net::random_source {
 // has none...), with rank 1's real tag or not. Rank 1 refuses and counts
 // every malformed one, reads and writes nothing outside its queues and
 // segment, drops a shared copy whose sender never finishes it, and
-// afterwards still takes ordinary messages byte for byte.
+// afterwards still takes ordinary messages byte for byte (or sends them
+// back while it cannot tell where their payload is).
 int scenario_garbage(clump::runtime& rt, int count) {
   namespace shm = clump::shm;
   clump::endpoint& ep = rt.endpoint();
   std::atomic<int> valid{0}, returned{0};
   std::atomic<bool> done{false};
-  ep.on_returned([&](const clump::returned_message&) { returned.fetch_add(1); });
   auto echo = ep.on_reply([&](clump::token&, std::span<const std::byte> d, uint32_t seed) {
     CHECK(first_changed(d, seed) < 0, "an echo came back changed");
     valid.fetch_add(1);
@@ -402,6 +402,13 @@ int scenario_garbage(clump::runtime& rt, int count) {
     (void)t.reply(echo, d, seed);
   });
   auto stop = ep.on_request([&](clump::token&, uint32_t) { done = true; });
+  std::vector<uint32_t> congested;  // ordinary requests that came back: rank 1 could not place their payload
+  ep.on_returned([&](const clump::returned_message& m) {
+    returned.fetch_add(1);
+    if (m.reason == clump::return_reason::congestion && m.handler == ask.index && m.args.size() == 1 &&
+        m.args[0] < 100)
+      congested.push_back(m.args[0]);
+  });
   rt.barrier();
   if (rt.rank() == 0) {
     clump::am::process& proc = clump::am::process::get();
@@ -411,39 +418,6 @@ int scenario_garbage(clump::runtime& rt, int count) {
     if (!to || to->net) return failures;
     const clump::tag_t real_tag = ep.translation_tag(1);
     random64 rnd(0x5eed);
-    {
-      // First, a shared copy (packet.hpp: flag_shared_copy) that names us as
-      // its sender, with rank 1's real tag and generation, whose front we
-      // never write: rank 1 waits for our bit only so long (10 s), then drops
-      // it. (Before the malformed ones: a packet refused as malformed leaves
-      // the ring's position unknown until the queue is empty, so a sound one
-      // read before that, as it would be behind the 10 s, finds its payload
-      // in the wrong place.)
-      const shm::queue_ref& q = to->view.request;
-      shm::claim c;
-      while (!shm::try_claim(q, to->request_cache, 3, 0, c)) rt.bundle().poll();
-      shm::packet& p = shm::line_at(q, c.line);
-      p.kind = shm::packet_kind::long_request;
-      p.handler = static_cast<uint8_t>(ask.index);
-      p.nargs = 1;
-      p.flags = shm::flag_two_lines | shm::flag_three_lines | shm::flag_shared_copy;
-      p.source = clump::am::source_id(0, ep.name().slot);
-      p.length = 4096;
-      p.dst_gen = static_cast<uint32_t>(victim.generation);
-      p.src_gen = static_cast<uint32_t>(ep.name().generation);
-      p.tag = real_tag;
-      p.args[0] = 1;
-      shm::packet_tail& t = shm::tail_at(q, c.line + 1);
-      t.seq.store(c.line + 2, std::memory_order_relaxed);
-      t.piece = 4096;  // all of it is the sender's to write
-      t.offset = 0;
-      t.aux = 0;
-      shm::packet_extra& x = shm::extra_at(q, c.line + 2);
-      x.seq.store(c.line + 3, std::memory_order_relaxed);
-      x.shared.store(0, std::memory_order_relaxed);
-      shm::publish(q, c);
-      if (c.wake) shm::wake(shm::wake_word(q));
-    }
     for (int i = 0; i < count; ++i) {
       const bool reply_queue = rnd.below(2);
       const shm::queue_ref& q = reply_queue ? to->view.reply : to->view.request;
@@ -486,17 +460,58 @@ int scenario_garbage(clump::runtime& rt, int count) {
       if (c.wake) shm::wake(shm::wake_word(q));
       if (i % 64 == 0) rt.bundle().poll();
     }
+    {
+      // A shared copy (packet.hpp: flag_shared_copy) that names us as its
+      // sender, with rank 1's real tag and generation, whose front we never
+      // write: rank 1 waits for our bit only so long (10 s), then drops it.
+      // The ordinary messages below queue up behind it, and rank 1 may read
+      // them before the ring's position is known again after the malformed
+      // ones (dispatch.cpp, resync_ring): those come back (congestion), and
+      // are sent again.
+      const shm::queue_ref& q = to->view.request;
+      shm::claim c;
+      while (!shm::try_claim(q, to->request_cache, 3, 0, c)) rt.bundle().poll();
+      shm::packet& p = shm::line_at(q, c.line);
+      p.kind = shm::packet_kind::long_request;
+      p.handler = static_cast<uint8_t>(ask.index);
+      p.nargs = 1;
+      p.flags = shm::flag_two_lines | shm::flag_three_lines | shm::flag_shared_copy;
+      p.source = clump::am::source_id(0, ep.name().slot);
+      p.length = 4096;
+      p.dst_gen = static_cast<uint32_t>(victim.generation);
+      p.src_gen = static_cast<uint32_t>(ep.name().generation);
+      p.tag = real_tag;
+      p.args[0] = 1;
+      shm::packet_tail& t = shm::tail_at(q, c.line + 1);
+      t.seq.store(c.line + 2, std::memory_order_relaxed);
+      t.piece = 4096;  // all of it is the sender's to write
+      t.offset = 0;
+      t.aux = 0;
+      shm::packet_extra& x = shm::extra_at(q, c.line + 2);
+      x.seq.store(c.line + 3, std::memory_order_relaxed);
+      x.shared.store(0, std::memory_order_relaxed);
+      shm::publish(q, c);
+      if (c.wake) shm::wake(shm::wake_word(q));
+    }
     // Ordinary traffic still flows, byte for byte.
     std::vector<std::byte> data(5000);
-    for (uint32_t k = 0; k < 100; ++k) {
+    auto send = [&](uint32_t k) {
       fill(std::span(data).first(100 + 49 * k), k);
       CHECK(ep.request(1, ask, std::span<const std::byte>(data.data(), 100 + 49 * k), k) == clump::status::ok, "send");
+    };
+    for (uint32_t k = 0; k < 100; ++k) send(k);
+    int again = 0;
+    while (valid.load() < 100) {
+      rt.bundle().wait_until([&] { return valid.load() >= 100 || !congested.empty(); });
+      std::vector<uint32_t> now;
+      now.swap(congested);
+      for (uint32_t k : now) send(k);
+      again += static_cast<int>(now.size());
     }
-    rt.bundle().wait_until([&] { return valid.load() >= 100; });
     CHECK(ep.request(1, stop, 0u) == clump::status::ok, "stop");
     std::printf("rank 0: %d garbage packets written into rank 1's queues, then 100 ordinary ones echoed intact "
-                "(%d came back)\n",
-                count, returned.load());
+                "(%d came back; %d ordinary ones sent again after coming back with congestion)\n",
+                count, returned.load(), again);
   } else if (rt.rank() == 1) {
     rt.bundle().wait_until([&] { return done.load(); });
     const clump::endpoint_stats s = ep.stats();
