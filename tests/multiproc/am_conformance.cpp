@@ -410,12 +410,14 @@ int scenario_shared_storm(clump::runtime& rt, int rounds) {
 }
 
 int scenario_pull_refused(clump::runtime& rt) {
-  // Rank 0 (undumpable) sends 1 MiB long requests to rank 1, which polls
+  // Rank 0 (undumpable) sends 4 MiB long requests to rank 1, which polls
   // without pause: it claims their rest before rank 0 has written the front
-  // half (a few tens of µs) and tries to pull it, which the kernel refuses;
-  // rank 0 then writes it. Each arrives whole.
+  // half (a few hundred µs) and tries to pull it, which the kernel refuses;
+  // rank 0 then writes it. (When the two do not run at once, rank 0 takes
+  // the rest first: tests/multiproc/as_nobody runs the job again.) Each
+  // arrives whole.
   clump::endpoint& ep = rt.endpoint();
-  constexpr size_t len = size_t{1} << 20;
+  constexpr size_t len = size_t{4} << 20;
   constexpr int count = 100;
   std::vector<std::byte> own(len);
   ep.set_segment(own.data(), own.size());
@@ -435,7 +437,7 @@ int scenario_pull_refused(clump::runtime& rt) {
     }
   } else if (rt.rank() == 1) {
     while (landed.load() < count) rt.bundle().poll();
-    CHECK(wrong.load() == 0, "%d of %d messages of 1 MiB from rank 0 arrived wrong", wrong.load(), count);
+    CHECK(wrong.load() == 0, "%d of %d messages of 4 MiB from rank 0 arrived wrong", wrong.load(), count);
   }
   rt.barrier();
   ep.set_segment(nullptr, 0);
