@@ -14,3 +14,19 @@ const char* pmix_library() noexcept;
 bool started_by_pmix() noexcept;
 
 }  // namespace clump::boot
+
+#include <memory>
+#include <span>
+
+#include "boot/job.hpp"
+
+namespace clump::boot {
+
+/// Joins the job of the PMIx server that started this process (see
+/// started_by_pmix), handing over `region_fd` (to the ranks of this node,
+/// through a socket of the node: PMIx carries no descriptors) and
+/// `net_address`. Throws clump::error naming the PMIx call that failed, or
+/// not_init when this build has no PMIx.
+std::unique_ptr<job> join_pmix(int region_fd, std::span<const std::byte> net_address);
+
+}  // namespace clump::boot

@@ -1,0 +1,390 @@
+// A job started by a PMIx server (srun --mpi=pmix, mpirun). Work in progress
+// (issue 15): rank, size, nodes, tags, addresses and the collectives through
+// PMIx; the regions' descriptors through a socket of each node; no network
+// key yet, no news of peers that exit.
+#include "boot/pmix.hpp"
+
+#include <clump/status.hpp>
+
+#if defined(CLUMP_HAVE_PMIX)
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pmix.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "boot/wire.hpp"
+#include "core/log.hpp"
+
+namespace clump::boot {
+
+namespace {
+
+[[noreturn]] void fail(const char* call, pmix_status_t rc, const std::string& what) {
+  throw error(status::not_init, "joining the job through PMIx",
+              std::string(call) + " failed (" + PMIx_Error_string(rc) + ") " + what);
+}
+
+/// What each rank publishes once.
+struct hello {
+  uint64_t id = 0;   // rank 0's is the job's
+  uint64_t tag = 0;
+  int32_t pid = 0;
+  int32_t leader = 0;  // lowest rank of its node
+  uint32_t address_bytes = 0;
+  std::byte address[job::max_net_address]{};
+};
+
+// ---- descriptors between the ranks of one node -------------------------------------
+
+bool send_fds(int sock, const int32_t* ranks, const int* fds, size_t n) {
+  msghdr m{};
+  iovec io{const_cast<int32_t*>(ranks), n * sizeof(int32_t)};
+  m.msg_iov = &io;
+  m.msg_iovlen = 1;
+  std::vector<char> control(CMSG_SPACE(n * sizeof(int)));
+  m.msg_control = control.data();
+  m.msg_controllen = control.size();
+  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(n * sizeof(int));
+  std::memcpy(CMSG_DATA(c), fds, n * sizeof(int));
+  return ::sendmsg(sock, &m, MSG_NOSIGNAL) == static_cast<ssize_t>(n * sizeof(int32_t));
+}
+
+/// Receives up to `max` (rank, descriptor) pairs; returns how many, or -1.
+int recv_fds(int sock, int32_t* ranks, int* fds, size_t max) {
+  pollfd p{sock, POLLIN, 0};
+  if (::poll(&p, 1, 30'000) != 1) return -1;
+  msghdr m{};
+  iovec io{ranks, max * sizeof(int32_t)};
+  m.msg_iov = &io;
+  m.msg_iovlen = 1;
+  std::vector<char> control(CMSG_SPACE(max * sizeof(int)));
+  m.msg_control = control.data();
+  m.msg_controllen = control.size();
+  const ssize_t got = ::recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
+  if (got <= 0 || got % sizeof(int32_t)) return -1;
+  const size_t n = static_cast<size_t>(got) / sizeof(int32_t);
+  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(n * sizeof(int))) return -1;
+  std::memcpy(fds, CMSG_DATA(c), n * sizeof(int));
+  return static_cast<int>(n);
+}
+
+sockaddr_un node_socket_name(const char* nspace, int leader, socklen_t& len) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  const int n = std::snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "clump-pmix-%s-%d", nspace, leader);
+  len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + static_cast<size_t>(n));
+  return a;  // abstract: sun_path[0] is 0
+}
+
+class pmix_job final : public job {
+ public:
+  pmix_job(int region_fd, std::span<const std::byte> net_address) {
+    pmix_status_t rc = PMIx_Init(&me_, nullptr, 0);
+    if (rc != PMIX_SUCCESS) fail("PMIx_Init", rc, "(is the launcher's PMIx server reachable?)");
+    PMIX_LOAD_PROCID(&all_, me_.nspace, PMIX_RANK_WILDCARD);
+    // The launcher counts a rank that exits without PMIx_Finalize as failed,
+    // and this job may outlive main (the process keeps it).
+    std::atexit([] {
+      if (PMIx_Initialized()) PMIx_Finalize(nullptr, 0);
+    });
+    rank_ = static_cast<int>(me_.rank);
+    core::set_log_rank(rank_);
+    size_ = static_cast<int>(get_u32(all_, PMIX_JOB_SIZE));
+    // The ranks of this node.
+    pmix_value_t* v = nullptr;
+    rc = PMIx_Get(&all_, PMIX_LOCAL_PEERS, nullptr, 0, &v);
+    if (rc != PMIX_SUCCESS || v->type != PMIX_STRING) fail("PMIx_Get(PMIX_LOCAL_PEERS)", rc, "");
+    for (const char* s = v->data.string; *s;) {
+      local_.push_back(std::atoi(s));
+      while (*s && *s != ',') ++s;
+      if (*s == ',') ++s;
+    }
+    PMIX_VALUE_RELEASE(v);
+    std::sort(local_.begin(), local_.end());
+    if (local_.empty() || !std::binary_search(local_.begin(), local_.end(), rank_))
+      throw error(status::not_init, "joining the job through PMIx", "PMIX_LOCAL_PEERS does not name this rank");
+    const int leader = local_.front();
+    int listener = -1;
+    if (leader == rank_ && local_.size() > 1) listener = listen_node(leader);
+
+    hello h;
+    if (!wire::random_u64(h.id) || !wire::random_tag(h.tag))
+      throw error(status::resource, "joining the job through PMIx", "getrandom failed");
+    h.pid = ::getpid();
+    h.leader = leader;
+    h.address_bytes = static_cast<uint32_t>(net_address.size());
+    std::memcpy(h.address, net_address.data(), net_address.size());
+    hellos_.resize(static_cast<size_t>(size_));
+    exchange("clump.hello", &h, sizeof h, hellos_.data());
+    id_ = hellos_[0].id;
+    // Nodes: numbered in the order of their lowest ranks.
+    std::map<int, int> nodes;
+    for (const hello& x : hellos_) nodes.emplace(x.leader, 0);
+    int k = 0;
+    for (auto& [l, n] : nodes) n = k++;
+    node_count_ = k;
+    for (const hello& x : hellos_) node_of_.push_back(nodes[x.leader]);
+
+    share_regions(region_fd, leader, listener);
+  }
+
+  ~pmix_job() override {
+    for (int fd : region_fds_)
+      if (fd >= 0) ::close(fd);
+    if (PMIx_Initialized()) PMIx_Finalize(nullptr, 0);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  uint64_t id() const override { return id_; }
+  bool launched() const override { return true; }
+  uint64_t tag(int r) const override { return at(r, "tag").tag; }
+  pid_t pid(int r) const override { return at(r, "pid").pid; }
+  int node(int r) const override {
+    at(r, "node");
+    return node_of_[static_cast<size_t>(r)];
+  }
+  int node_count() const override { return node_count_; }
+  std::span<const std::byte> net_address(int r) const override {
+    const hello& h = at(r, "net_address");
+    return {h.address, h.address_bytes};
+  }
+  std::span<const std::byte> net_key() const override { return {}; }
+  std::vector<int> take_region_fds() override { return std::exchange(region_fds_, {}); }
+
+  void barrier(const progress_fn& progress) override { fence(false, progress); }
+
+  void allgather(const void* src, void* dst, size_t len, const progress_fn& progress) override {
+    if (len > 0 && (!src || !dst)) throw error(status::bad_arg, "allgather", "null buffer with a non-zero length");
+    const std::string key = "clump.c" + std::to_string(++collectives_);
+    put(key, src, len);
+    fence(true, progress);
+    for (int r = 0; r < size_; ++r) get(key, r, static_cast<std::byte*>(dst) + static_cast<size_t>(r) * len, len);
+  }
+
+  void broadcast(void* buf, size_t len, int root, const progress_fn& progress) override {
+    at(root, "broadcast");
+    if (len > 0 && !buf) throw error(status::bad_arg, "broadcast", "null buffer with a non-zero length");
+    const std::string key = "clump.c" + std::to_string(++collectives_);
+    if (rank_ == root) put(key, buf, len);
+    fence(true, progress);
+    if (rank_ != root) get(key, root, buf, len);
+  }
+
+  [[noreturn]] void exit_job(int code) override {
+    std::fflush(nullptr);
+    PMIx_Abort(code, "clump: the job ends (exit_job)", nullptr, 0);
+    ::_exit(code);
+  }
+
+  std::optional<std::string> getenv_master(const std::string& name) override {
+    const char* v = std::getenv(name.c_str());
+    if (!v) return std::nullopt;
+    return std::string(v);
+  }
+
+  void on_peer_exit(std::function<void(int, int)>) override {}
+
+ private:
+  const hello& at(int r, const char* what) const {
+    if (r < 0 || r >= size_)
+      throw error(status::bad_arg, what, "rank " + std::to_string(r) + " is not in this job of " + std::to_string(size_));
+    return hellos_[static_cast<size_t>(r)];
+  }
+
+  uint32_t get_u32(const pmix_proc_t& p, const char* key) {
+    pmix_value_t* v = nullptr;
+    const pmix_status_t rc = PMIx_Get(&p, key, nullptr, 0, &v);
+    if (rc != PMIX_SUCCESS) fail("PMIx_Get", rc, std::string("of ") + key);
+    uint32_t out = 0;
+    if (v->type == PMIX_UINT32) out = v->data.uint32;
+    else if (v->type == PMIX_UINT16) out = v->data.uint16;
+    else if (v->type == PMIX_INT) out = static_cast<uint32_t>(v->data.integer);
+    PMIX_VALUE_RELEASE(v);
+    return out;
+  }
+
+  void put(const std::string& key, const void* data, size_t len) {
+    pmix_value_t v;
+    PMIX_VALUE_CONSTRUCT(&v);
+    v.type = PMIX_BYTE_OBJECT;
+    v.data.bo.bytes = static_cast<char*>(const_cast<void*>(data));
+    v.data.bo.size = len;
+    pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, key.c_str(), &v);
+    if (rc != PMIX_SUCCESS) fail("PMIx_Put", rc, "of " + key);
+    rc = PMIx_Commit();
+    if (rc != PMIX_SUCCESS) fail("PMIx_Commit", rc, "of " + key);
+  }
+
+  void get(const std::string& key, int r, void* out, size_t len) {
+    pmix_proc_t p;
+    PMIX_LOAD_PROCID(&p, me_.nspace, static_cast<pmix_rank_t>(r));
+    pmix_value_t* v = nullptr;
+    const pmix_status_t rc = PMIx_Get(&p, key.c_str(), nullptr, 0, &v);
+    if (rc != PMIX_SUCCESS) fail("PMIx_Get", rc, "of " + key + " from rank " + std::to_string(r));
+    const bool ok = v->type == PMIX_BYTE_OBJECT && v->data.bo.size == len;
+    if (ok && len) std::memcpy(out, v->data.bo.bytes, len);
+    PMIX_VALUE_RELEASE(v);
+    if (!ok)
+      throw error(status::not_init, "joining the job through PMIx",
+                  key + " from rank " + std::to_string(r) + " is not " + std::to_string(len) + " bytes");
+  }
+
+  void exchange(const std::string& key, const void* mine, size_t len, void* all) {
+    put(key, mine, len);
+    fence(true, {});
+    for (int r = 0; r < size_; ++r) get(key, r, static_cast<std::byte*>(all) + static_cast<size_t>(r) * len, len);
+  }
+
+  /// A fence of every rank (collecting what they put, when `collect`),
+  /// serving active messages while it waits.
+  void fence(bool collect, const progress_fn& progress) {
+    pmix_info_t info;
+    PMIX_INFO_CONSTRUCT(&info);
+    bool flag = collect;
+    PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &flag, PMIX_BOOL);
+    struct done_t {
+      std::atomic<bool> ready{false};
+      pmix_status_t rc = PMIX_SUCCESS;
+      const progress_fn* progress = nullptr;
+    } done;
+    done.progress = &progress;
+    auto cb = [](pmix_status_t status, void* arg) {
+      auto* d = static_cast<done_t*>(arg);
+      d->rc = status;
+      d->ready.store(true, std::memory_order_release);
+      if (*d->progress && d->progress->wake) d->progress->wake();
+    };
+    pmix_status_t rc = PMIx_Fence_nb(&all_, 1, &info, 1, cb, &done);
+    if (rc != PMIX_SUCCESS) {
+      PMIX_INFO_DESTRUCT(&info);
+      fail("PMIx_Fence_nb", rc, "");
+    }
+    while (!done.ready.load(std::memory_order_acquire)) {
+      if (progress && progress.poll() > 0) continue;
+      if (progress && progress.sleep) progress.sleep(done.ready, std::chrono::milliseconds(10));
+      else ::usleep(50);
+    }
+    PMIX_INFO_DESTRUCT(&info);
+    if (done.rc != PMIX_SUCCESS) fail("PMIx_Fence", done.rc, "(a rank died, or the launcher ended the job?)");
+  }
+
+  int listen_node(int leader) {
+    const int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    socklen_t len = 0;
+    const sockaddr_un a = node_socket_name(me_.nspace, leader, len);
+    if (s < 0 || ::bind(s, reinterpret_cast<const sockaddr*>(&a), len) != 0 || ::listen(s, 128) != 0)
+      throw error(status::not_init, "joining the job through PMIx",
+                  std::string("cannot open this node's socket for the ranks' regions: ") + std::strerror(errno));
+    return s;
+  }
+
+  /// Every rank of this node gets every rank of this node's region
+  /// descriptor: the lowest rank collects them, then hands them out.
+  void share_regions(int region_fd, int leader, int listener) {
+    region_fds_.assign(static_cast<size_t>(size_), -1);
+    const int own = ::fcntl(region_fd, F_DUPFD_CLOEXEC, 0);
+    if (own < 0) throw error(status::bad_arg, "joining the job", "cannot duplicate the region descriptor");
+    region_fds_[static_cast<size_t>(rank_)] = own;
+    if (local_.size() == 1) return;
+    auto broken = [](const char* what) {
+      throw error(status::not_init, "joining the job through PMIx",
+                  std::string("exchanging region descriptors with the ranks of this node: ") + what);
+    };
+    const size_t n = local_.size();
+    if (rank_ == leader) {
+      std::vector<int> peers;
+      for (size_t i = 1; i < n; ++i) {
+        pollfd p{listener, POLLIN, 0};
+        if (::poll(&p, 1, 30'000) != 1) broken("a rank of this node did not connect in 30 s");
+        const int c = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) broken("accept failed");
+        ucred cred{};
+        socklen_t cl = sizeof cred;
+        int32_t r = -1;
+        int fd = -1;
+        if (::getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.uid != ::getuid() ||
+            recv_fds(c, &r, &fd, 1) != 1 || r < 0 || r >= size_ || !std::binary_search(local_.begin(), local_.end(), r) ||
+            cred.pid != hellos_[static_cast<size_t>(r)].pid || region_fds_[static_cast<size_t>(r)] >= 0)
+          broken("a connection that is not one of this node's ranks");
+        region_fds_[static_cast<size_t>(r)] = fd;
+        peers.push_back(c);
+      }
+      ::close(listener);
+      std::vector<int32_t> ranks(local_.begin(), local_.end());
+      std::vector<int> fds;
+      for (int r : local_) fds.push_back(region_fds_[static_cast<size_t>(r)]);
+      for (int c : peers) {
+        if (!send_fds(c, ranks.data(), fds.data(), n)) broken("sending them failed");
+        ::close(c);
+      }
+    } else {
+      const int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+      socklen_t len = 0;
+      const sockaddr_un a = node_socket_name(me_.nspace, leader, len);
+      if (s < 0 || ::connect(s, reinterpret_cast<const sockaddr*>(&a), len) != 0) broken(std::strerror(errno));
+      const int32_t r = rank_;
+      if (!send_fds(s, &r, &own, 1)) broken("sending ours failed");
+      std::vector<int32_t> ranks(n);
+      std::vector<int> fds(n, -1);
+      if (recv_fds(s, ranks.data(), fds.data(), n) != static_cast<int>(n)) broken("receiving them failed");
+      ::close(s);
+      for (size_t i = 0; i < n; ++i) {
+        const int q = ranks[i];
+        if (q == rank_ || q < 0 || q >= size_) {
+          ::close(fds[i]);
+          continue;
+        }
+        region_fds_[static_cast<size_t>(q)] = fds[i];
+      }
+    }
+  }
+
+  pmix_proc_t me_{};
+  pmix_proc_t all_{};
+  int rank_ = 0, size_ = 1, node_count_ = 1;
+  uint64_t id_ = 0;
+  uint64_t collectives_ = 0;
+  std::vector<int> local_;
+  std::vector<hello> hellos_;
+  std::vector<int> node_of_;
+  std::vector<int> region_fds_;
+};
+
+}  // namespace
+
+std::unique_ptr<job> join_pmix(int region_fd, std::span<const std::byte> net_address) {
+  return std::make_unique<pmix_job>(region_fd, net_address);
+}
+
+}  // namespace clump::boot
+
+#else
+
+namespace clump::boot {
+std::unique_ptr<job> join_pmix(int, std::span<const std::byte>) {
+  throw error(status::not_init, "joining the job",
+              "started by a PMIx server (srun, mpirun), but this build of clump has no PMIx: install libpmix-dev and "
+              "rebuild, or start the job with clumprun");
+}
+}  // namespace clump::boot
+
+#endif
