@@ -28,6 +28,11 @@
 
 #include "boot/wire.hpp"
 #include "core/log.hpp"
+#include "core/settings.hpp"
+
+#if defined(CLUMP_HAVE_SODIUM)
+#include <sodium.h>
+#endif
 
 namespace clump::boot {
 
@@ -46,7 +51,13 @@ struct hello {
   int32_t leader = 0;  // lowest rank of its node
   uint32_t address_bytes = 0;
   std::byte address[job::max_net_address]{};
+  unsigned char box_key[32]{};  // a public key for the job's sealed datagram key (libsodium crypto_box)
 };
+
+/// The datagram key as rank 0 hands it to each rank: sealed with that rank's
+/// public key (crypto_box_seal), so that what PMIx carries between hosts,
+/// in clear, says nothing of it.
+constexpr size_t sealed_key_bytes = 32 + 48;  // key + crypto_box_SEALBYTES
 
 // ---- descriptors between the ranks of one node -------------------------------------
 
@@ -128,6 +139,12 @@ class pmix_job final : public job {
     hello h;
     if (!wire::random_u64(h.id) || !wire::random_tag(h.tag))
       throw error(status::resource, "joining the job through PMIx", "getrandom failed");
+    unsigned char box_public[32]{}, box_secret[32]{};
+#if defined(CLUMP_HAVE_SODIUM)
+    if (sodium_init() < 0 || crypto_box_keypair(box_public, box_secret) != 0)
+      throw error(status::resource, "joining the job through PMIx", "libsodium could not make a key pair");
+    std::memcpy(h.box_key, box_public, sizeof box_public);
+#endif
     h.pid = ::getpid();
     h.leader = leader;
     h.address_bytes = static_cast<uint32_t>(net_address.size());
@@ -144,6 +161,7 @@ class pmix_job final : public job {
     for (const hello& x : hellos_) node_of_.push_back(nodes[x.leader]);
 
     share_regions(region_fd, leader, listener);
+    share_key(box_public, box_secret);
   }
 
   ~pmix_job() override {
@@ -167,7 +185,7 @@ class pmix_job final : public job {
     const hello& h = at(r, "net_address");
     return {h.address, h.address_bytes};
   }
-  std::span<const std::byte> net_key() const override { return {}; }
+  std::span<const std::byte> net_key() const override { return key_; }
   std::vector<int> take_region_fds() override { return std::exchange(region_fds_, {}); }
 
   void barrier(const progress_fn& progress) override { fence(false, progress); }
@@ -287,6 +305,39 @@ class pmix_job final : public job {
     if (done.rc != PMIX_SUCCESS) fail("PMIx_Fence", done.rc, "(a rank died, or the launcher ended the job?)");
   }
 
+  /// The job's datagram key (CLUMP_NET_AUTH: auto, when the job spans
+  /// nodes; on): rank 0 draws it and publishes it sealed for each rank.
+  void share_key(const unsigned char (&pub)[32], unsigned char (&sec)[32]) {
+    const int auth = core::settings().net_auth;
+    const bool wanted = auth == 1 || (auth == 0 && node_count_ > 1);
+#if defined(CLUMP_HAVE_SODIUM)
+    if (wanted) {
+      std::vector<unsigned char> sealed(static_cast<size_t>(size_) * sealed_key_bytes);
+      unsigned char key[32];
+      if (rank_ == 0) {
+        randombytes_buf(key, sizeof key);
+        for (int r = 0; r < size_; ++r)
+          crypto_box_seal(sealed.data() + static_cast<size_t>(r) * sealed_key_bytes, key, sizeof key,
+                          hellos_[static_cast<size_t>(r)].box_key);
+      }
+      broadcast(sealed.data(), sealed.size(), 0, {});
+      if (crypto_box_seal_open(key, sealed.data() + static_cast<size_t>(rank_) * sealed_key_bytes, sealed_key_bytes,
+                               pub, sec) != 0)
+        throw error(status::not_init, "joining the job through PMIx", "the job's datagram key did not open");
+      key_.assign(reinterpret_cast<std::byte*>(key), reinterpret_cast<std::byte*>(key) + sizeof key);
+      sodium_memzero(key, sizeof key);
+    }
+    sodium_memzero(sec, sizeof sec);
+#else
+    (void)pub;
+    (void)sec;
+    if (wanted)
+      throw error(status::not_init, "joining the job through PMIx",
+                  "the job spans nodes, and its datagrams must be authenticated (CLUMP_NET_AUTH), but this build has "
+                  "no libsodium: install libsodium-dev and rebuild, or set CLUMP_NET_AUTH=off on a trusted network");
+#endif
+  }
+
   int listen_node(int leader) {
     const int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     socklen_t len = 0;
@@ -367,6 +418,7 @@ class pmix_job final : public job {
   std::vector<hello> hellos_;
   std::vector<int> node_of_;
   std::vector<int> region_fds_;
+  std::vector<std::byte> key_;
 };
 
 }  // namespace
