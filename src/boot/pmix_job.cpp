@@ -209,6 +209,13 @@ class pmix_job final : public job {
 
   [[noreturn]] void exit_job(int code) override {
     std::fflush(nullptr);
+    // TODO(issue 15): code 0 should end the other ranks too, as under
+    // clumprun; PMIx_Abort(0) makes Slurm cancel the step (137), so for now
+    // a rank that ends with 0 leaves alone and the others end when they do.
+    if (code == 0) {
+      if (PMIx_Initialized()) PMIx_Finalize(nullptr, 0);
+      ::_exit(0);
+    }
     PMIx_Abort(code, "clump: the job ends (exit_job)", nullptr, 0);
     ::_exit(code);
   }
