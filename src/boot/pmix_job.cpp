@@ -38,9 +38,18 @@ namespace clump::boot {
 
 namespace {
 
+/// "rank R on HOST": who failed, for errors (the rank from the launcher's
+/// environment, since PMIx_Init itself may be what failed).
+std::string who() {
+  char host[256] = "?";
+  ::gethostname(host, sizeof host - 1);
+  const char* r = std::getenv("PMIX_RANK");
+  return std::string("rank ") + (r ? r : "?") + " on " + host;
+}
+
 [[noreturn]] void fail(const char* call, pmix_status_t rc, const std::string& what) {
   throw error(status::not_init, "joining the job through PMIx",
-              std::string(call) + " failed (" + PMIx_Error_string(rc) + ") " + what);
+              who() + ": " + call + " failed (" + PMIx_Error_string(rc) + ")" + (what.empty() ? "" : " " + what));
 }
 
 /// What each rank publishes once.
@@ -131,7 +140,7 @@ class pmix_job final : public job {
     PMIX_VALUE_RELEASE(v);
     std::sort(local_.begin(), local_.end());
     if (local_.empty() || !std::binary_search(local_.begin(), local_.end(), rank_))
-      throw error(status::not_init, "joining the job through PMIx", "PMIX_LOCAL_PEERS does not name this rank");
+      throw error(status::not_init, "joining the job through PMIx", who() + ": PMIX_LOCAL_PEERS does not name this rank");
     const int leader = local_.front();
     int listener = -1;
     if (leader == rank_ && local_.size() > 1) listener = listen_node(leader);
@@ -188,13 +197,16 @@ class pmix_job final : public job {
   std::span<const std::byte> net_key() const override { return key_; }
   std::vector<int> take_region_fds() override { return std::exchange(region_fds_, {}); }
 
-  void barrier(const progress_fn& progress) override { fence(false, progress); }
+  // With data collection: Slurm 22.05's PMIx plugin completes a fence
+  // without it on each node alone, unless mpi.conf sets PMIxFenceBarrier
+  // (measured: ranks left the fence while another node's had not entered).
+  void barrier(const progress_fn& progress) override { fence(progress); }
 
   void allgather(const void* src, void* dst, size_t len, const progress_fn& progress) override {
     if (len > 0 && (!src || !dst)) throw error(status::bad_arg, "allgather", "null buffer with a non-zero length");
     const std::string key = "clump.c" + std::to_string(++collectives_);
     put(key, src, len);
-    fence(true, progress);
+    fence(progress);
     for (int r = 0; r < size_; ++r) get(key, r, static_cast<std::byte*>(dst) + static_cast<size_t>(r) * len, len);
   }
 
@@ -203,7 +215,7 @@ class pmix_job final : public job {
     if (len > 0 && !buf) throw error(status::bad_arg, "broadcast", "null buffer with a non-zero length");
     const std::string key = "clump.c" + std::to_string(++collectives_);
     if (rank_ == root) put(key, buf, len);
-    fence(true, progress);
+    fence(progress);
     if (rank_ != root) get(key, root, buf, len);
   }
 
@@ -275,16 +287,16 @@ class pmix_job final : public job {
 
   void exchange(const std::string& key, const void* mine, size_t len, void* all) {
     put(key, mine, len);
-    fence(true, {});
+    fence({});
     for (int r = 0; r < size_; ++r) get(key, r, static_cast<std::byte*>(all) + static_cast<size_t>(r) * len, len);
   }
 
-  /// A fence of every rank (collecting what they put, when `collect`),
-  /// serving active messages while it waits.
-  void fence(bool collect, const progress_fn& progress) {
+  /// A fence of every rank that collects what they put, serving active
+  /// messages while it waits.
+  void fence(const progress_fn& progress) {
     pmix_info_t info;
     PMIX_INFO_CONSTRUCT(&info);
-    bool flag = collect;
+    bool flag = true;
     PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &flag, PMIX_BOOL);
     struct done_t {
       std::atomic<bool> ready{false};
@@ -351,7 +363,7 @@ class pmix_job final : public job {
     const sockaddr_un a = node_socket_name(me_.nspace, leader, len);
     if (s < 0 || ::bind(s, reinterpret_cast<const sockaddr*>(&a), len) != 0 || ::listen(s, 128) != 0)
       throw error(status::not_init, "joining the job through PMIx",
-                  std::string("cannot open this node's socket for the ranks' regions: ") + std::strerror(errno));
+                  who() + ": cannot open this node's socket for the ranks' regions: " + std::strerror(errno));
     return s;
   }
 
@@ -365,7 +377,7 @@ class pmix_job final : public job {
     if (local_.size() == 1) return;
     auto broken = [](const char* what) {
       throw error(status::not_init, "joining the job through PMIx",
-                  std::string("exchanging region descriptors with the ranks of this node: ") + what);
+                  who() + ": exchanging region descriptors with the ranks of this node: " + what);
     };
     const size_t n = local_.size();
     if (rank_ == leader) {
