@@ -1,7 +1,8 @@
-// A job started by a PMIx server (srun --mpi=pmix, mpirun). Work in progress
-// (issue 15): rank, size, nodes, tags, addresses and the collectives through
-// PMIx; the regions' descriptors through a socket of each node; no network
-// key yet, no news of peers that exit.
+// A job started by a PMIx server (srun --mpi=pmix, mpirun): rank, size,
+// nodes, tags, addresses and the collectives through PMIx; the regions'
+// descriptors through a socket of each node; the datagram key sealed for
+// each rank. News of peers that exit comes from the launcher ending the job,
+// and before that from clump's own detection (pids, the network's timeout).
 #include "boot/pmix.hpp"
 
 #include <clump/status.hpp>
@@ -142,6 +143,9 @@ class pmix_job final : public job {
     if (local_.empty() || !std::binary_search(local_.begin(), local_.end(), rank_))
       throw error(status::not_init, "joining the job through PMIx", who() + ": PMIX_LOCAL_PEERS does not name this rank");
     const int leader = local_.front();
+    // As clumprun sets it, for the program: this rank's index on its node.
+    const auto local_rank = std::lower_bound(local_.begin(), local_.end(), rank_) - local_.begin();
+    ::setenv("CLUMP_LOCAL_RANK", std::to_string(local_rank).c_str(), 1);
     int listener = -1;
     if (leader == rank_ && local_.size() > 1) listener = listen_node(leader);
 
@@ -221,10 +225,12 @@ class pmix_job final : public job {
 
   [[noreturn]] void exit_job(int code) override {
     std::fflush(nullptr);
-    // TODO(issue 15): code 0 should end the other ranks too, as under
-    // clumprun; PMIx_Abort(0) makes Slurm cancel the step (137), so for now
-    // a rank that ends with 0 leaves alone and the others end when they do.
-    if (code == 0) {
+    // PMIx_Abort ends every rank, and mpirun then exits with `code`, 0
+    // included. Slurm exits with the code too, but cancels the step for
+    // PMIx_Abort(0) (srun: 137), even when every rank ends this way, as
+    // AM-2 programs do at their end: there a rank that ends with 0 ends
+    // alone, and the others end when they do (docs/guide.md says so).
+    if (code == 0 && std::getenv("SLURM_STEP_ID")) {
       if (PMIx_Initialized()) PMIx_Finalize(nullptr, 0);
       ::_exit(0);
     }
