@@ -39,24 +39,29 @@ void memory_kib(long& pss, long& rss) {
 
 std::string json_list(const std::vector<long>& v) {
   std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s + "]";
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(v[i]);
+  }
+  s += ']';
+  return s;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   clump::runtime rt{argc, argv};
+  // Handlers first: a neighbour may send as soon as it leaves the barrier.
+  clump::endpoint& ep = rt.endpoint();
+  static int replies = 0;  // static: handlers run inside polls of this function only
+  auto pong = ep.on_reply([](clump::token&, uint32_t) { ++replies; });
+  auto ping = ep.on_request([pong](clump::token& t, uint32_t i) { t.reply(pong, i); });
   rt.barrier();
   timespec ts{};
   ::clock_gettime(CLOCK_REALTIME, &ts);
   const double first_barrier = static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 
   // Talk to the two ring neighbours: 100 request/reply pairs each.
-  clump::endpoint& ep = rt.endpoint();
-  static int replies = 0;  // static: handlers run inside polls of this function only
-  auto pong = ep.on_reply([](clump::token&, uint32_t) { ++replies; });
-  auto ping = ep.on_request([pong](clump::token& t, uint32_t i) { t.reply(pong, i); });
   const int n = rt.size(), me = rt.rank();
   int expected = 0;
   if (n > 1) {

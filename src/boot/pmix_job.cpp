@@ -24,6 +24,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -70,6 +71,9 @@ struct hello {
 constexpr size_t sealed_key_bytes = 32 + 48;  // key + crypto_box_SEALBYTES
 
 // ---- descriptors between the ranks of one node -------------------------------------
+
+/// Descriptors per message: the kernel takes at most 253 (SCM_MAX_FD) in one.
+constexpr size_t fds_per_message = 200;
 
 bool send_fds(int sock, const int32_t* ranks, const int* fds, size_t n) {
   msghdr m{};
@@ -305,7 +309,7 @@ class pmix_job final : public job {
     bool flag = true;
     PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &flag, PMIX_BOOL);
     struct done_t {
-      std::atomic<bool> ready{false};
+      std::atomic<bool> ready{false}, finished{false};
       pmix_status_t rc = PMIX_SUCCESS;
       const progress_fn* progress = nullptr;
     } done;
@@ -314,18 +318,24 @@ class pmix_job final : public job {
       auto* d = static_cast<done_t*>(arg);
       d->rc = status;
       d->ready.store(true, std::memory_order_release);
+      d->ready.notify_all();
       if (*d->progress && d->progress->wake) d->progress->wake();
+      d->finished.store(true, std::memory_order_release);  // the last touch: `done` may go now
     };
     pmix_status_t rc = PMIx_Fence_nb(&all_, 1, &info, 1, cb, &done);
     if (rc != PMIX_SUCCESS) {
       PMIX_INFO_DESTRUCT(&info);
       fail("PMIx_Fence_nb", rc, "");
     }
+    // Without messages to serve, sleep until PMIx's thread says it is done
+    // (a futex: hundreds of ranks on a few cores must not spin here).
+    if (!progress) done.ready.wait(false, std::memory_order_acquire);
     while (!done.ready.load(std::memory_order_acquire)) {
-      if (progress && progress.poll() > 0) continue;
-      if (progress && progress.sleep) progress.sleep(done.ready, std::chrono::milliseconds(10));
-      else ::usleep(50);
+      if (progress.poll() > 0) continue;
+      if (progress.sleep) progress.sleep(done.ready, std::chrono::milliseconds(10));
+      else done.ready.wait(false, std::memory_order_acquire);
     }
+    while (!done.finished.load(std::memory_order_acquire)) std::this_thread::yield();
     PMIX_INFO_DESTRUCT(&info);
     if (done.rc != PMIX_SUCCESS) fail("PMIx_Fence", done.rc, "(a rank died, or the launcher ended the job?)");
   }
@@ -409,7 +419,9 @@ class pmix_job final : public job {
       std::vector<int> fds;
       for (int r : local_) fds.push_back(region_fds_[static_cast<size_t>(r)]);
       for (int c : peers) {
-        if (!send_fds(c, ranks.data(), fds.data(), n)) broken("sending them failed");
+        for (size_t at = 0; at < n; at += fds_per_message)
+          if (!send_fds(c, ranks.data() + at, fds.data() + at, std::min(fds_per_message, n - at)))
+            broken("sending them failed");
         ::close(c);
       }
     } else {
@@ -421,7 +433,11 @@ class pmix_job final : public job {
       if (!send_fds(s, &r, &own, 1)) broken("sending ours failed");
       std::vector<int32_t> ranks(n);
       std::vector<int> fds(n, -1);
-      if (recv_fds(s, ranks.data(), fds.data(), n) != static_cast<int>(n)) broken("receiving them failed");
+      for (size_t got = 0; got < n;) {
+        const int k = recv_fds(s, ranks.data() + got, fds.data() + got, std::min(fds_per_message, n - got));
+        if (k <= 0) broken("receiving them failed");
+        got += static_cast<size_t>(k);
+      }
       ::close(s);
       for (size_t i = 0; i < n; ++i) {
         const int q = ranks[i];
