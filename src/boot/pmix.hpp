@@ -1,6 +1,12 @@
 #pragma once
-// boot under a PMIx server (srun --mpi=pmix, mpirun): what this build has.
-// The PMIx job itself is issue 15's work in progress (docs/notes/pmix-bootstrap.md).
+// A job started by a PMIx server (srun --mpi=pmix, mpirun): what this build
+// has, how to tell, and joining it (boot/pmix_job.cpp;
+// docs/notes/pmix-bootstrap.md has the research behind it).
+
+#include <memory>
+#include <span>
+
+#include "boot/job.hpp"
 
 namespace clump::boot {
 
@@ -13,20 +19,11 @@ const char* pmix_library() noexcept;
 /// not called to find out: without a server it would make a singleton).
 bool started_by_pmix() noexcept;
 
-}  // namespace clump::boot
-
-#include <memory>
-#include <span>
-
-#include "boot/job.hpp"
-
-namespace clump::boot {
-
 /// Joins the job of the PMIx server that started this process (see
 /// started_by_pmix), handing over `region_fd` (to the ranks of this node,
 /// through a socket of the node: PMIx carries no descriptors) and
-/// `net_address`. Throws clump::error naming the PMIx call that failed, or
-/// not_init when this build has no PMIx.
+/// `net_address`. Throws clump::error naming the rank, host and PMIx call
+/// that failed, or not_init when this build has no PMIx.
 std::unique_ptr<job> join_pmix(int region_fd, std::span<const std::byte> net_address);
 
 }  // namespace clump::boot

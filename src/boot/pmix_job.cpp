@@ -429,6 +429,13 @@ class pmix_job final : public job {
       socklen_t len = 0;
       const sockaddr_un a = node_socket_name(me_.nspace, leader, len);
       if (s < 0 || ::connect(s, reinterpret_cast<const sockaddr*>(&a), len) != 0) broken(std::strerror(errno));
+      // The name is guessable: the socket must be the leader's (its
+      // PMIx-published pid, our user), not one that another process took.
+      ucred cred{};
+      socklen_t cl = sizeof cred;
+      if (::getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.uid != ::getuid() ||
+          cred.pid != hellos_[static_cast<size_t>(leader)].pid)
+        broken("the node's socket is not held by the node's lowest rank");
       const int32_t r = rank_;
       if (!send_fds(s, &r, &own, 1)) broken("sending ours failed");
       std::vector<int32_t> ranks(n);
