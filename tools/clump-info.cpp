@@ -13,6 +13,7 @@
 #include <clump/am.hpp>
 
 #include "boot/capacity.hpp"
+#include "boot/pmix.hpp"
 #include "core/settings.hpp"
 #include "net/auth.hpp"
 #include "shm/queue_block.hpp"
@@ -85,8 +86,11 @@ int main(int argc, char** argv) {
   if (all) {
     fmt::print("clump {}\n", CLUMP_VERSION);
     const char* crypto = clump::net::authenticator::library();
-    fmt::print("datagram authentication (CLUMP_NET_AUTH): {}\n\n",
+    fmt::print("datagram authentication (CLUMP_NET_AUTH): {}\n",
                *crypto ? crypto : "not available (built without libsodium: install libsodium-dev and rebuild)");
+    const char* pmix = clump::boot::pmix_library();
+    fmt::print("PMIx, for jobs started by srun and mpirun: {}\n\n",
+               *pmix ? pmix : "not available (built without PMIx: install libpmix-dev and rebuild)");
   }
   if (all || settings) print_settings();
   if (all) fmt::print("\n");

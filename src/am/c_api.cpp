@@ -195,7 +195,16 @@ int AM_Init(void) {
                   "CLUMP_MAX_MEDIUM is below AM_MaxMedium() (65000), which AM-2 programs may send: raise it to "
                   "at least 64K (the default)");
     std::lock_guard lock(setup_mutex());
-    if (init_count.load(std::memory_order_relaxed) == 0) clump::am::process::get();  // joins the job
+    if (init_count.load(std::memory_order_relaxed) == 0) {
+      try {
+        clump::am::process::get();  // joins the job
+      } catch (const clump::error& e) {
+        // Why the job could not be joined is said even without
+        // AMX_VerboseErrors: the return code alone cannot tell it.
+        if (!AMX_VerboseErrors && !AMX_SilentMode) clump::core::log_error("AM_Init: %s", e.what());
+        throw;
+      }
+    }
     init_count.fetch_add(1, std::memory_order_release);
     return AM_OK;
   });

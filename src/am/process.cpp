@@ -19,6 +19,7 @@
 
 #include "am/endpoint_impl.hpp"
 #include "am/net_bridge.hpp"
+#include "boot/pmix.hpp"
 #include "shm/wake.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"
@@ -33,14 +34,17 @@ process::process() {
   const auto& cfg = core::settings();
   region_ = std::make_unique<shm::region>(cfg.shm_queue_depth, cfg.shm_medium_ring, cfg.max_endpoints,
                                           cfg.shm_region_size);
-  region_->set_rank(cfg.boot_fd >= 0 ? cfg.rank : 0);
+  // Under a PMIx server the rank and size are known only once joined.
+  const bool by_pmix = cfg.boot_fd < 0 && boot::started_by_pmix();
+  const int early_rank = cfg.boot_fd >= 0 ? cfg.rank : by_pmix ? std::atoi(std::getenv("PMIX_RANK")) : 0;
+  region_->set_rank(early_rank);
   // A launched job of several ranks may span nodes: open the socket first, so
   // that its address travels with the rendezvous.
   // A failure here matters only if some rank turns out to be on another node.
   std::string net_failure;
-  if (cfg.boot_fd >= 0 && cfg.size > 1) {
+  if ((cfg.boot_fd >= 0 && cfg.size > 1) || by_pmix) {
     try {
-      net_ = std::make_unique<net::network>(cfg, cfg.rank);
+      net_ = std::make_unique<net::network>(cfg, early_rank);
     } catch (const error& e) {
       net_failure = e.what();
     }

@@ -12,6 +12,7 @@
 #include <clump/status.hpp>
 
 #include "boot/launched_job.hpp"
+#include "boot/pmix.hpp"
 #include "boot/wire.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"
@@ -105,6 +106,7 @@ std::unique_ptr<job> job::join(int region_fd, std::span<const std::byte> net_add
                     std::to_string(max_net_address) + " bytes the boot protocol carries");
   const core::config& s = core::settings();
   if (s.boot_fd >= 0) return join_clumprun(s.boot_fd, s.rank, s.size, s.job_id, region_fd, net_address);
+  if (started_by_pmix()) return join_pmix(region_fd, net_address);
 
   if (s.size != 1)
     core::log_warning("CLUMP_SIZE=%d but CLUMP_BOOT_FD is not set: running as a job of one (start jobs with "

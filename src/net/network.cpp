@@ -74,14 +74,18 @@ struct network::recv_channel {
   std::vector<std::byte>& at(uint32_t seq) noexcept { return held[seq % ring_size]; }
 };
 
+bool network::peer_address::sent_from(const sockaddr_in& a) const noexcept {
+  return a.sin_addr.s_addr == addr.sin_addr.s_addr &&
+         (a.sin_port == addr.sin_port || (send_port && a.sin_port == send_port));
+}
+
+// What a peer costs once messages flow to or from it (about 20 KiB: the
+// send and receive windows); made on first use (state_of).
 struct network::peer_state {
   sockaddr_in addr{};
   in_port_t send_port = 0;  // its datagrams come from addr or from this port (network order; 0: none)
   int via = -2;             // our connected socket to it; -1: the main socket; -2: not made yet
-  bool sent_from(const sockaddr_in& a) const noexcept {
-    return a.sin_addr.s_addr == addr.sin_addr.s_addr &&
-           (a.sin_port == addr.sin_port || (send_port && a.sin_port == send_port));
-  }
+  bool sent_from(const sockaddr_in& a) const noexcept { return peer_address{addr, send_port, true}.sent_from(a); }
   bool unreachable = false;
   send_channel out[channel_count];
   recv_channel in[channel_count];
@@ -150,15 +154,18 @@ void network::start(uint64_t job, int rank, std::span<const std::vector<std::byt
     trailer_ = sizeof(auth_trailer);
     flags_ = flag_auth;
   }
+  // Only the addresses now: a peer's state is made when messages first
+  // flow to or from it, so that a peer never talked to costs 8 + 24 bytes.
   peers_.resize(addresses.size());
+  addresses_.resize(addresses.size());
   for (size_t r = 0; r < addresses.size(); ++r) {
     if (static_cast<int>(r) == rank || addresses[r].size() != sizeof(sockaddr_in) + sizeof(in_port_t) + 1) continue;
-    auto p = std::make_unique<peer_state>();
-    std::memcpy(&p->addr, addresses[r].data(), sizeof p->addr);
-    std::memcpy(&p->send_port, addresses[r].data() + sizeof p->addr, sizeof p->send_port);
-    if (p->addr.sin_family != AF_INET)
+    peer_address& a = addresses_[r];
+    std::memcpy(&a.addr, addresses[r].data(), sizeof a.addr);
+    std::memcpy(&a.send_port, addresses[r].data() + sizeof a.addr, sizeof a.send_port);
+    if (a.addr.sin_family != AF_INET)
       throw error(status::bad_arg, "starting the network", "rank " + std::to_string(r) + " sent a bad address");
-    peers_[r] = std::move(p);
+    a.present = true;
   }
   event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (event_fd_ < 0)
@@ -170,13 +177,27 @@ void network::start(uint64_t job, int rank, std::span<const std::vector<std::byt
                  auth_ ? (std::string("authenticated with ") + auth_->construction()).c_str() : "not authenticated");
 }
 
+network::peer_state* network::state_of(int peer) noexcept {
+  if (peer < 0 || static_cast<size_t>(peer) >= peers_.size()) return nullptr;
+  std::unique_ptr<peer_state>& p = peers_[static_cast<size_t>(peer)];
+  if (p) [[likely]] return p.get();
+  const peer_address& a = addresses_[static_cast<size_t>(peer)];
+  if (!a.present) return nullptr;
+  p.reset(new (std::nothrow) peer_state);
+  if (!p) return nullptr;
+  p->addr = a.addr;
+  p->send_port = a.send_port;
+  return p.get();
+}
+
 // ---- sending ----------------------------------------------------------------
 
 status network::send(int peer, message_header& m, const uint32_t* args, const void* data, uint32_t& done,
                      uint32_t* until) noexcept {
   std::lock_guard lock(mutex_);
-  if (peer < 0 || static_cast<size_t>(peer) >= peers_.size() || !peers_[peer]) return status::resource;
-  peer_state& p = *peers_[peer];
+  peer_state* ps = state_of(peer);
+  if (!ps) return status::resource;
+  peer_state& p = *ps;
   if (p.unreachable) return status::resource;
   const auto kind = static_cast<msg_kind>(m.kind);
   const auto ch = is_request(kind) ? channel::request : channel::reply;
@@ -234,6 +255,7 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
 
 bool network::settled(int peer, const message_header& m, uint32_t until) noexcept {
   std::lock_guard lock(mutex_);
+  if (peer < 0 || static_cast<size_t>(peer) >= peers_.size() || !peers_[peer]) return true;  // nothing was sent
   peer_state& p = *peers_[peer];
   const send_channel& sc = p.out[static_cast<unsigned>(is_request(static_cast<msg_kind>(m.kind)) ? channel::request
                                                                                                   : channel::reply)];
@@ -398,17 +420,20 @@ void network::on_datagram(const std::byte* bytes, size_t n, const sockaddr_in& f
 }
 
 network::peer_state* network::sender_of(const decoded& d, const sockaddr_in& from) noexcept {
-  peer_state* p = peers_[d.h.src_rank].get();
-  if (!p) [[unlikely]] {
+  const peer_address& a = addresses_[d.h.src_rank];
+  if (!a.present) [[unlikely]] {
     ++refused_[static_cast<unsigned>(refusal::bad_rank)];  // a rank we reach through shared memory
     return nullptr;
   }
   // Nothing but its address ties a datagram to a rank: one of the right job
-  // from anywhere else is an impostor (or a stray), never a message.
-  if (!p->sent_from(from)) [[unlikely]] {
+  // from anywhere else is an impostor (or a stray), never a message. (Checked
+  // before a first datagram makes the peer's state.)
+  if (!a.sent_from(from)) [[unlikely]] {
     ++refused_[static_cast<unsigned>(refusal::wrong_source)];
     return nullptr;
   }
+  peer_state* p = state_of(d.h.src_rank);
+  if (!p) [[unlikely]] return nullptr;  // out of memory: as if lost
   if (p->unreachable) return nullptr;  // declared gone: its late datagrams change nothing
   return p;
 }
@@ -756,7 +781,8 @@ void network::declare_unreachable(peer_state& p, int rank, const char* why) noex
 
 void network::peer_gone(int peer) noexcept {
   std::lock_guard lock(mutex_);
-  if (peer < 0 || static_cast<size_t>(peer) >= peers_.size() || !peers_[peer] || peers_[peer]->unreachable) return;
+  // (Made if it was never talked to: later sends must come back at once.)
+  if (!state_of(peer) || peers_[peer]->unreachable) return;
   // What it sent before it died may be in our socket still (the launcher's
   // word can overtake it): take that in first, it counts.
   poll_locked(clock::now());

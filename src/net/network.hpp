@@ -194,7 +194,18 @@ class network {
   uint64_t job_ = 0;
   int rank_ = 0;
   sink* sink_ = nullptr;
-  std::vector<std::unique_ptr<peer_state>> peers_;  // by rank; null where no network peer
+  /// Where a network peer is (every one, from the start).
+  struct peer_address {
+    sockaddr_in addr{};
+    in_port_t send_port = 0;  // its datagrams come from addr or from this port (network order; 0: none)
+    bool present = false;     // false: not a network peer (this rank, or one of its node)
+    bool sent_from(const sockaddr_in& a) const noexcept;
+  };
+  /// A network peer's state, made on first use; nullptr if `peer` is not one
+  /// (or memory ran out). Under mutex_.
+  peer_state* state_of(int peer) noexcept;
+  std::vector<peer_address> addresses_;             // by rank
+  std::vector<std::unique_ptr<peer_state>> peers_;  // by rank; null until messages flow, or where no network peer
   clock::time_point next_timer_ = clock::time_point::max();
   std::vector<std::vector<std::byte>> pool_;        // spare datagram buffers
   struct give_back_item {

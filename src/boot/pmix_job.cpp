@@ -1,0 +1,490 @@
+// A job started by a PMIx server (srun --mpi=pmix, mpirun): rank, size,
+// nodes, tags, addresses and the collectives through PMIx; the regions'
+// descriptors through a socket of each node; the datagram key sealed for
+// each rank. News of peers that exit comes from the launcher ending the job,
+// and before that from clump's own detection (pids, the network's timeout).
+#include "boot/pmix.hpp"
+
+#include <clump/status.hpp>
+
+#if defined(CLUMP_HAVE_PMIX)
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pmix.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "boot/wire.hpp"
+#include "core/log.hpp"
+#include "core/settings.hpp"
+
+#if defined(CLUMP_HAVE_SODIUM)
+#include <sodium.h>
+#endif
+
+namespace clump::boot {
+
+namespace {
+
+/// "rank R on HOST": who failed, for errors (the rank from the launcher's
+/// environment, since PMIx_Init itself may be what failed).
+std::string who() {
+  char host[256] = "?";
+  ::gethostname(host, sizeof host - 1);
+  const char* r = std::getenv("PMIX_RANK");
+  return std::string("rank ") + (r ? r : "?") + " on " + host;
+}
+
+[[noreturn]] void fail(const char* call, pmix_status_t rc, const std::string& what) {
+  throw error(status::not_init, "joining the job through PMIx",
+              who() + ": " + call + " failed (" + PMIx_Error_string(rc) + ")" + (what.empty() ? "" : " " + what));
+}
+
+/// What each rank publishes once.
+struct hello {
+  uint64_t id = 0;   // rank 0's is the job's
+  uint64_t tag = 0;
+  int32_t pid = 0;
+  int32_t leader = 0;  // lowest rank of its node
+  uint32_t address_bytes = 0;
+  std::byte address[job::max_net_address]{};
+  unsigned char box_key[32]{};  // a public key for the job's sealed datagram key (libsodium crypto_box)
+};
+
+/// The datagram key as rank 0 hands it to each rank: sealed with that rank's
+/// public key (crypto_box_seal), so that what PMIx carries between hosts,
+/// in clear, says nothing of it.
+constexpr size_t sealed_key_bytes = 32 + 48;  // key + crypto_box_SEALBYTES
+
+// ---- descriptors between the ranks of one node -------------------------------------
+
+/// Descriptors per message: the kernel takes at most 253 (SCM_MAX_FD) in one.
+constexpr size_t fds_per_message = 200;
+
+bool send_fds(int sock, const int32_t* ranks, const int* fds, size_t n) {
+  msghdr m{};
+  iovec io{const_cast<int32_t*>(ranks), n * sizeof(int32_t)};
+  m.msg_iov = &io;
+  m.msg_iovlen = 1;
+  std::vector<char> control(CMSG_SPACE(n * sizeof(int)));
+  m.msg_control = control.data();
+  m.msg_controllen = control.size();
+  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(n * sizeof(int));
+  std::memcpy(CMSG_DATA(c), fds, n * sizeof(int));
+  return ::sendmsg(sock, &m, MSG_NOSIGNAL) == static_cast<ssize_t>(n * sizeof(int32_t));
+}
+
+/// Receives up to `max` (rank, descriptor) pairs; returns how many, or -1.
+int recv_fds(int sock, int32_t* ranks, int* fds, size_t max) {
+  pollfd p{sock, POLLIN, 0};
+  if (::poll(&p, 1, 30'000) != 1) return -1;
+  msghdr m{};
+  iovec io{ranks, max * sizeof(int32_t)};
+  m.msg_iov = &io;
+  m.msg_iovlen = 1;
+  std::vector<char> control(CMSG_SPACE(max * sizeof(int)));
+  m.msg_control = control.data();
+  m.msg_controllen = control.size();
+  const ssize_t got = ::recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
+  if (got <= 0 || got % sizeof(int32_t)) return -1;
+  const size_t n = static_cast<size_t>(got) / sizeof(int32_t);
+  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(n * sizeof(int))) return -1;
+  std::memcpy(fds, CMSG_DATA(c), n * sizeof(int));
+  return static_cast<int>(n);
+}
+
+sockaddr_un node_socket_name(const char* nspace, int leader, socklen_t& len) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  const int n = std::snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "clump-pmix-%s-%d", nspace, leader);
+  len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + static_cast<size_t>(n));
+  return a;  // abstract: sun_path[0] is 0
+}
+
+class pmix_job final : public job {
+ public:
+  pmix_job(int region_fd, std::span<const std::byte> net_address) {
+    pmix_status_t rc = PMIx_Init(&me_, nullptr, 0);
+    if (rc != PMIX_SUCCESS) fail("PMIx_Init", rc, "(is the launcher's PMIx server reachable?)");
+    PMIX_LOAD_PROCID(&all_, me_.nspace, PMIX_RANK_WILDCARD);
+    // The launcher counts a rank that exits without PMIx_Finalize as failed,
+    // and this job may outlive main (the process keeps it).
+    std::atexit([] {
+      if (PMIx_Initialized()) PMIx_Finalize(nullptr, 0);
+    });
+    rank_ = static_cast<int>(me_.rank);
+    core::set_log_rank(rank_);
+    size_ = static_cast<int>(get_u32(all_, PMIX_JOB_SIZE));
+    // The ranks of this node.
+    pmix_value_t* v = nullptr;
+    rc = PMIx_Get(&all_, PMIX_LOCAL_PEERS, nullptr, 0, &v);
+    if (rc != PMIX_SUCCESS || v->type != PMIX_STRING) fail("PMIx_Get(PMIX_LOCAL_PEERS)", rc, "");
+    for (const char* s = v->data.string; *s;) {
+      local_.push_back(std::atoi(s));
+      while (*s && *s != ',') ++s;
+      if (*s == ',') ++s;
+    }
+    PMIX_VALUE_RELEASE(v);
+    std::sort(local_.begin(), local_.end());
+    if (local_.empty() || !std::binary_search(local_.begin(), local_.end(), rank_))
+      throw error(status::not_init, "joining the job through PMIx", who() + ": PMIX_LOCAL_PEERS does not name this rank");
+    const int leader = local_.front();
+    // As clumprun sets it, for the program: this rank's index on its node.
+    const auto local_rank = std::lower_bound(local_.begin(), local_.end(), rank_) - local_.begin();
+    ::setenv("CLUMP_LOCAL_RANK", std::to_string(local_rank).c_str(), 1);
+    int listener = -1;
+    if (leader == rank_ && local_.size() > 1) listener = listen_node(leader);
+
+    hello h;
+    if (!wire::random_u64(h.id) || !wire::random_tag(h.tag))
+      throw error(status::resource, "joining the job through PMIx", "getrandom failed");
+    unsigned char box_public[32]{}, box_secret[32]{};
+#if defined(CLUMP_HAVE_SODIUM)
+    if (sodium_init() < 0 || crypto_box_keypair(box_public, box_secret) != 0)
+      throw error(status::resource, "joining the job through PMIx", "libsodium could not make a key pair");
+    std::memcpy(h.box_key, box_public, sizeof box_public);
+#endif
+    h.pid = ::getpid();
+    h.leader = leader;
+    h.address_bytes = static_cast<uint32_t>(net_address.size());
+    std::memcpy(h.address, net_address.data(), net_address.size());
+    hellos_.resize(static_cast<size_t>(size_));
+    exchange("clump.hello", &h, sizeof h, hellos_.data());
+    id_ = hellos_[0].id;
+    // Nodes: numbered in the order of their lowest ranks.
+    std::map<int, int> nodes;
+    for (const hello& x : hellos_) nodes.emplace(x.leader, 0);
+    int k = 0;
+    for (auto& [l, n] : nodes) n = k++;
+    node_count_ = k;
+    for (const hello& x : hellos_) node_of_.push_back(nodes[x.leader]);
+
+    share_regions(region_fd, leader, listener);
+    share_key(box_public, box_secret);
+  }
+
+  ~pmix_job() override {
+    for (int fd : region_fds_)
+      if (fd >= 0) ::close(fd);
+    if (PMIx_Initialized()) PMIx_Finalize(nullptr, 0);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  uint64_t id() const override { return id_; }
+  bool launched() const override { return true; }
+  uint64_t tag(int r) const override { return at(r, "tag").tag; }
+  pid_t pid(int r) const override { return at(r, "pid").pid; }
+  int node(int r) const override {
+    at(r, "node");
+    return node_of_[static_cast<size_t>(r)];
+  }
+  int node_count() const override { return node_count_; }
+  std::span<const std::byte> net_address(int r) const override {
+    const hello& h = at(r, "net_address");
+    return {h.address, h.address_bytes};
+  }
+  std::span<const std::byte> net_key() const override { return key_; }
+  std::vector<int> take_region_fds() override { return std::exchange(region_fds_, {}); }
+
+  // With data collection: Slurm 22.05's PMIx plugin completes a fence
+  // without it on each node alone, unless mpi.conf sets PMIxFenceBarrier
+  // (measured: ranks left the fence while another node's had not entered).
+  void barrier(const progress_fn& progress) override { fence(progress); }
+
+  void allgather(const void* src, void* dst, size_t len, const progress_fn& progress) override {
+    if (len > 0 && (!src || !dst)) throw error(status::bad_arg, "allgather", "null buffer with a non-zero length");
+    const std::string key = "clump.c" + std::to_string(++collectives_);
+    put(key, src, len);
+    fence(progress);
+    for (int r = 0; r < size_; ++r) get(key, r, static_cast<std::byte*>(dst) + static_cast<size_t>(r) * len, len);
+  }
+
+  void broadcast(void* buf, size_t len, int root, const progress_fn& progress) override {
+    at(root, "broadcast");
+    if (len > 0 && !buf) throw error(status::bad_arg, "broadcast", "null buffer with a non-zero length");
+    const std::string key = "clump.c" + std::to_string(++collectives_);
+    if (rank_ == root) put(key, buf, len);
+    fence(progress);
+    if (rank_ != root) get(key, root, buf, len);
+  }
+
+  [[noreturn]] void exit_job(int code) override {
+    std::fflush(nullptr);
+    // PMIx_Abort ends every rank, and mpirun then exits with `code`, 0
+    // included. Slurm exits with the code too, but cancels the step for
+    // PMIx_Abort(0) (srun: 137), even when every rank ends this way, as
+    // AM-2 programs do at their end: there a rank that ends with 0 ends
+    // alone, and the others end when they do (docs/guide.md says so).
+    if (code == 0 && std::getenv("SLURM_STEP_ID")) {
+      if (PMIx_Initialized()) PMIx_Finalize(nullptr, 0);
+      ::_exit(0);
+    }
+    PMIx_Abort(code, "clump: the job ends (exit_job)", nullptr, 0);
+    ::_exit(code);
+  }
+
+  std::optional<std::string> getenv_master(const std::string& name) override {
+    const char* v = std::getenv(name.c_str());
+    if (!v) return std::nullopt;
+    return std::string(v);
+  }
+
+  void on_peer_exit(std::function<void(int, int)>) override {}
+
+ private:
+  const hello& at(int r, const char* what) const {
+    if (r < 0 || r >= size_)
+      throw error(status::bad_arg, what, "rank " + std::to_string(r) + " is not in this job of " + std::to_string(size_));
+    return hellos_[static_cast<size_t>(r)];
+  }
+
+  uint32_t get_u32(const pmix_proc_t& p, const char* key) {
+    pmix_value_t* v = nullptr;
+    const pmix_status_t rc = PMIx_Get(&p, key, nullptr, 0, &v);
+    if (rc != PMIX_SUCCESS) fail("PMIx_Get", rc, std::string("of ") + key);
+    uint32_t out = 0;
+    if (v->type == PMIX_UINT32) out = v->data.uint32;
+    else if (v->type == PMIX_UINT16) out = v->data.uint16;
+    else if (v->type == PMIX_INT) out = static_cast<uint32_t>(v->data.integer);
+    PMIX_VALUE_RELEASE(v);
+    return out;
+  }
+
+  void put(const std::string& key, const void* data, size_t len) {
+    pmix_value_t v;
+    PMIX_VALUE_CONSTRUCT(&v);
+    v.type = PMIX_BYTE_OBJECT;
+    v.data.bo.bytes = static_cast<char*>(const_cast<void*>(data));
+    v.data.bo.size = len;
+    pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, key.c_str(), &v);
+    if (rc != PMIX_SUCCESS) fail("PMIx_Put", rc, "of " + key);
+    rc = PMIx_Commit();
+    if (rc != PMIX_SUCCESS) fail("PMIx_Commit", rc, "of " + key);
+  }
+
+  void get(const std::string& key, int r, void* out, size_t len) {
+    pmix_proc_t p;
+    PMIX_LOAD_PROCID(&p, me_.nspace, static_cast<pmix_rank_t>(r));
+    pmix_value_t* v = nullptr;
+    const pmix_status_t rc = PMIx_Get(&p, key.c_str(), nullptr, 0, &v);
+    if (rc != PMIX_SUCCESS) fail("PMIx_Get", rc, "of " + key + " from rank " + std::to_string(r));
+    const bool ok = v->type == PMIX_BYTE_OBJECT && v->data.bo.size == len;
+    if (ok && len) std::memcpy(out, v->data.bo.bytes, len);
+    PMIX_VALUE_RELEASE(v);
+    if (!ok)
+      throw error(status::not_init, "joining the job through PMIx",
+                  key + " from rank " + std::to_string(r) + " is not " + std::to_string(len) + " bytes");
+  }
+
+  void exchange(const std::string& key, const void* mine, size_t len, void* all) {
+    put(key, mine, len);
+    fence({});
+    for (int r = 0; r < size_; ++r) get(key, r, static_cast<std::byte*>(all) + static_cast<size_t>(r) * len, len);
+  }
+
+  /// A fence of every rank that collects what they put, serving active
+  /// messages while it waits.
+  void fence(const progress_fn& progress) {
+    pmix_info_t info;
+    PMIX_INFO_CONSTRUCT(&info);
+    bool flag = true;
+    PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &flag, PMIX_BOOL);
+    struct done_t {
+      std::atomic<bool> ready{false}, finished{false};
+      pmix_status_t rc = PMIX_SUCCESS;
+      const progress_fn* progress = nullptr;
+    } done;
+    done.progress = &progress;
+    auto cb = [](pmix_status_t status, void* arg) {
+      auto* d = static_cast<done_t*>(arg);
+      d->rc = status;
+      d->ready.store(true, std::memory_order_release);
+      d->ready.notify_all();
+      if (*d->progress && d->progress->wake) d->progress->wake();
+      d->finished.store(true, std::memory_order_release);  // the last touch: `done` may go now
+    };
+    pmix_status_t rc = PMIx_Fence_nb(&all_, 1, &info, 1, cb, &done);
+    if (rc != PMIX_SUCCESS) {
+      PMIX_INFO_DESTRUCT(&info);
+      fail("PMIx_Fence_nb", rc, "");
+    }
+    // Without messages to serve, sleep until PMIx's thread says it is done
+    // (a futex: hundreds of ranks on a few cores must not spin here).
+    if (!progress) done.ready.wait(false, std::memory_order_acquire);
+    while (!done.ready.load(std::memory_order_acquire)) {
+      if (progress.poll() > 0) continue;
+      if (progress.sleep) progress.sleep(done.ready, std::chrono::milliseconds(10));
+      else done.ready.wait(false, std::memory_order_acquire);
+    }
+    while (!done.finished.load(std::memory_order_acquire)) std::this_thread::yield();
+    PMIX_INFO_DESTRUCT(&info);
+    if (done.rc != PMIX_SUCCESS) fail("PMIx_Fence", done.rc, "(a rank died, or the launcher ended the job?)");
+  }
+
+  /// The job's datagram key (CLUMP_NET_AUTH: auto, when the job spans
+  /// nodes; on): rank 0 draws it and publishes it sealed for each rank.
+  void share_key(const unsigned char (&pub)[32], unsigned char (&sec)[32]) {
+    const int auth = core::settings().net_auth;
+    const bool wanted = auth == 1 || (auth == 0 && node_count_ > 1);
+#if defined(CLUMP_HAVE_SODIUM)
+    if (wanted) {
+      std::vector<unsigned char> sealed(static_cast<size_t>(size_) * sealed_key_bytes);
+      unsigned char key[32];
+      if (rank_ == 0) {
+        randombytes_buf(key, sizeof key);
+        for (int r = 0; r < size_; ++r)
+          crypto_box_seal(sealed.data() + static_cast<size_t>(r) * sealed_key_bytes, key, sizeof key,
+                          hellos_[static_cast<size_t>(r)].box_key);
+      }
+      broadcast(sealed.data(), sealed.size(), 0, {});
+      if (crypto_box_seal_open(key, sealed.data() + static_cast<size_t>(rank_) * sealed_key_bytes, sealed_key_bytes,
+                               pub, sec) != 0)
+        throw error(status::not_init, "joining the job through PMIx", "the job's datagram key did not open");
+      key_.assign(reinterpret_cast<std::byte*>(key), reinterpret_cast<std::byte*>(key) + sizeof key);
+      sodium_memzero(key, sizeof key);
+    }
+    sodium_memzero(sec, sizeof sec);
+#else
+    (void)pub;
+    (void)sec;
+    if (wanted)
+      throw error(status::not_init, "joining the job through PMIx",
+                  "the job spans nodes, and its datagrams must be authenticated (CLUMP_NET_AUTH), but this build has "
+                  "no libsodium: install libsodium-dev and rebuild, or set CLUMP_NET_AUTH=off on a trusted network");
+#endif
+  }
+
+  int listen_node(int leader) {
+    const int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    socklen_t len = 0;
+    const sockaddr_un a = node_socket_name(me_.nspace, leader, len);
+    if (s < 0 || ::bind(s, reinterpret_cast<const sockaddr*>(&a), len) != 0 || ::listen(s, 128) != 0)
+      throw error(status::not_init, "joining the job through PMIx",
+                  who() + ": cannot open this node's socket for the ranks' regions: " + std::strerror(errno));
+    return s;
+  }
+
+  /// Every rank of this node gets every rank of this node's region
+  /// descriptor: the lowest rank collects them, then hands them out.
+  void share_regions(int region_fd, int leader, int listener) {
+    region_fds_.assign(static_cast<size_t>(size_), -1);
+    const int own = ::fcntl(region_fd, F_DUPFD_CLOEXEC, 0);
+    if (own < 0) throw error(status::bad_arg, "joining the job", "cannot duplicate the region descriptor");
+    region_fds_[static_cast<size_t>(rank_)] = own;
+    if (local_.size() == 1) return;
+    auto broken = [](const char* what) {
+      throw error(status::not_init, "joining the job through PMIx",
+                  who() + ": exchanging region descriptors with the ranks of this node: " + what);
+    };
+    const size_t n = local_.size();
+    if (rank_ == leader) {
+      std::vector<int> peers;
+      for (size_t i = 1; i < n; ++i) {
+        pollfd p{listener, POLLIN, 0};
+        if (::poll(&p, 1, 30'000) != 1) broken("a rank of this node did not connect in 30 s");
+        const int c = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) broken("accept failed");
+        ucred cred{};
+        socklen_t cl = sizeof cred;
+        int32_t r = -1;
+        int fd = -1;
+        if (::getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.uid != ::getuid() ||
+            recv_fds(c, &r, &fd, 1) != 1 || r < 0 || r >= size_ || !std::binary_search(local_.begin(), local_.end(), r) ||
+            cred.pid != hellos_[static_cast<size_t>(r)].pid || region_fds_[static_cast<size_t>(r)] >= 0)
+          broken("a connection that is not one of this node's ranks");
+        region_fds_[static_cast<size_t>(r)] = fd;
+        peers.push_back(c);
+      }
+      ::close(listener);
+      std::vector<int32_t> ranks(local_.begin(), local_.end());
+      std::vector<int> fds;
+      for (int r : local_) fds.push_back(region_fds_[static_cast<size_t>(r)]);
+      for (int c : peers) {
+        for (size_t at = 0; at < n; at += fds_per_message)
+          if (!send_fds(c, ranks.data() + at, fds.data() + at, std::min(fds_per_message, n - at)))
+            broken("sending them failed");
+        ::close(c);
+      }
+    } else {
+      const int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+      socklen_t len = 0;
+      const sockaddr_un a = node_socket_name(me_.nspace, leader, len);
+      if (s < 0 || ::connect(s, reinterpret_cast<const sockaddr*>(&a), len) != 0) broken(std::strerror(errno));
+      // The name is guessable: the socket must be the leader's (its
+      // PMIx-published pid, our user), not one that another process took.
+      ucred cred{};
+      socklen_t cl = sizeof cred;
+      if (::getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.uid != ::getuid() ||
+          cred.pid != hellos_[static_cast<size_t>(leader)].pid)
+        broken("the node's socket is not held by the node's lowest rank");
+      const int32_t r = rank_;
+      if (!send_fds(s, &r, &own, 1)) broken("sending ours failed");
+      std::vector<int32_t> ranks(n);
+      std::vector<int> fds(n, -1);
+      for (size_t got = 0; got < n;) {
+        const int k = recv_fds(s, ranks.data() + got, fds.data() + got, std::min(fds_per_message, n - got));
+        if (k <= 0) broken("receiving them failed");
+        got += static_cast<size_t>(k);
+      }
+      ::close(s);
+      for (size_t i = 0; i < n; ++i) {
+        const int q = ranks[i];
+        if (q == rank_ || q < 0 || q >= size_) {
+          ::close(fds[i]);
+          continue;
+        }
+        region_fds_[static_cast<size_t>(q)] = fds[i];
+      }
+    }
+  }
+
+  pmix_proc_t me_{};
+  pmix_proc_t all_{};
+  int rank_ = 0, size_ = 1, node_count_ = 1;
+  uint64_t id_ = 0;
+  uint64_t collectives_ = 0;
+  std::vector<int> local_;
+  std::vector<hello> hellos_;
+  std::vector<int> node_of_;
+  std::vector<int> region_fds_;
+  std::vector<std::byte> key_;
+};
+
+}  // namespace
+
+std::unique_ptr<job> join_pmix(int region_fd, std::span<const std::byte> net_address) {
+  return std::make_unique<pmix_job>(region_fd, net_address);
+}
+
+}  // namespace clump::boot
+
+#else
+
+namespace clump::boot {
+std::unique_ptr<job> join_pmix(int, std::span<const std::byte>) {
+  throw error(status::not_init, "joining the job",
+              "started by a PMIx server (srun, mpirun), but this build of clump has no PMIx: install libpmix-dev and "
+              "rebuild, or start the job with clumprun");
+}
+}  // namespace clump::boot
+
+#endif
