@@ -12,7 +12,6 @@
 #include <fcntl.h>
 #include <pmix.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -20,7 +19,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -297,14 +295,6 @@ class pmix_job final : public job {
                   key + " from rank " + std::to_string(r) + " is not " + std::to_string(len) + " bytes");
   }
 
-  /// A rank of this host whose process is gone, or -1 (none, or not known yet).
-  int exited_local_rank() const {
-    if (hellos_.empty()) return -1;
-    for (int r : local_)
-      if (r != rank_ && ::kill(hellos_[static_cast<size_t>(r)].pid, 0) != 0 && errno == ESRCH) return r;
-    return -1;
-  }
-
   /// Every rank's hello and node, from one value per node: the rank not yet
   /// known with the lowest number is the lowest of its node (every lower
   /// rank is known, and so is its node), so its value lists another node.
@@ -378,33 +368,24 @@ class pmix_job final : public job {
     // Without messages to serve, sleep until PMIx's thread says it is done
     // (a futex: hundreds of ranks on a few cores must not spin here).
     if (!progress) done.ready.wait(false, std::memory_order_acquire);
-    auto next_look = std::chrono::steady_clock::now();
-    std::chrono::steady_clock::time_point gone_since{};
     while (!done.ready.load(std::memory_order_acquire)) {
       if (progress.poll() > 0) continue;
       if (progress.sleep) progress.sleep(done.ready, std::chrono::milliseconds(10));
       else done.ready.wait(false, std::memory_order_acquire);
-      // A rank of this host that has exited will never enter this fence
-      // (Slurm does not end a step for a rank that exits with 0): end the
-      // job, as clumprun does, rather than wait for ever. (It may also have
-      // left this very fence, complete, before our callback ran: hence 5 s.)
-      const auto now = std::chrono::steady_clock::now();
-      if (now < next_look || done.ready.load(std::memory_order_acquire)) continue;
-      next_look = now + std::chrono::milliseconds(100);
-      const int gone = exited_local_rank();
-      if (gone < 0) continue;
-      if (gone_since == std::chrono::steady_clock::time_point{}) gone_since = now;
-      if (now - gone_since < std::chrono::seconds(5)) continue;
-      core::log_error("rank %d (pid %d) of this host has exited while the others wait for it in a barrier or "
-                      "collective: ending the job (code 1)",
-                      gone, static_cast<int>(hellos_[static_cast<size_t>(gone)].pid));
-      std::fflush(nullptr);
-      PMIx_Abort(1, "clump: a rank exited while the others waited for it", nullptr, 0);
-      ::_exit(1);
     }
     while (!done.finished.load(std::memory_order_acquire)) std::this_thread::yield();
     PMIX_INFO_DESTRUCT(&info);
-    if (done.rc != PMIX_SUCCESS) fail("PMIx_Fence", done.rc, "(a rank died, or the launcher ended the job?)");
+    if (done.rc != PMIX_SUCCESS) {
+      // A rank has ended or died, or the launcher is ending the job: no
+      // collective of this job can complete now. End every rank (Slurm
+      // would leave the other nodes' ranks waiting for ever).
+      core::log_error("%s: PMIx_Fence failed (%s): a rank has ended or died, or the launcher is ending the job; "
+                      "ending the job (code 1)",
+                      who().c_str(), PMIx_Error_string(done.rc));
+      std::fflush(nullptr);
+      PMIx_Abort(1, "clump: a barrier or collective cannot complete", nullptr, 0);
+      ::_exit(1);
+    }
   }
 
   /// The job's datagram key (CLUMP_NET_AUTH: auto, when the job spans
