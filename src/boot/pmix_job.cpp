@@ -10,8 +10,8 @@
 #if defined(CLUMP_HAVE_PMIX)
 
 #include <fcntl.h>
-#include <pmix.h>
 #include <poll.h>
+#include <pmix.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <thread>
 #include <utility>
@@ -57,7 +58,6 @@ std::string who() {
 struct hello {
   uint64_t id = 0;   // rank 0's is the job's
   uint64_t tag = 0;
-  int32_t rank = -1;
   int32_t pid = 0;
   int32_t leader = 0;  // lowest rank of its node
   uint32_t address_bytes = 0;
@@ -75,10 +75,9 @@ constexpr size_t sealed_key_bytes = 32 + 48;  // key + crypto_box_SEALBYTES
 /// Descriptors per message: the kernel takes at most 253 (SCM_MAX_FD) in one.
 constexpr size_t fds_per_message = 200;
 
-/// Sends n hellos, with the descriptor that goes with each, in one message.
-bool send_fds(int sock, const hello* items, const int* fds, size_t n) {
+bool send_fds(int sock, const int32_t* ranks, const int* fds, size_t n) {
   msghdr m{};
-  iovec io{const_cast<hello*>(items), n * sizeof(hello)};
+  iovec io{const_cast<int32_t*>(ranks), n * sizeof(int32_t)};
   m.msg_iov = &io;
   m.msg_iovlen = 1;
   std::vector<char> control(CMSG_SPACE(n * sizeof(int)));
@@ -89,23 +88,23 @@ bool send_fds(int sock, const hello* items, const int* fds, size_t n) {
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(n * sizeof(int));
   std::memcpy(CMSG_DATA(c), fds, n * sizeof(int));
-  return ::sendmsg(sock, &m, MSG_NOSIGNAL) == static_cast<ssize_t>(n * sizeof(hello));
+  return ::sendmsg(sock, &m, MSG_NOSIGNAL) == static_cast<ssize_t>(n * sizeof(int32_t));
 }
 
-/// Receives up to `max` (hello, descriptor) pairs; returns how many, or -1.
-int recv_fds(int sock, hello* items, int* fds, size_t max) {
+/// Receives up to `max` (rank, descriptor) pairs; returns how many, or -1.
+int recv_fds(int sock, int32_t* ranks, int* fds, size_t max) {
   pollfd p{sock, POLLIN, 0};
   if (::poll(&p, 1, 30'000) != 1) return -1;
   msghdr m{};
-  iovec io{items, max * sizeof(hello)};
+  iovec io{ranks, max * sizeof(int32_t)};
   m.msg_iov = &io;
   m.msg_iovlen = 1;
   std::vector<char> control(CMSG_SPACE(max * sizeof(int)));
   m.msg_control = control.data();
   m.msg_controllen = control.size();
   const ssize_t got = ::recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
-  if (got <= 0 || got % sizeof(hello) || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) return -1;
-  const size_t n = static_cast<size_t>(got) / sizeof(hello);
+  if (got <= 0 || got % sizeof(int32_t)) return -1;
+  const size_t n = static_cast<size_t>(got) / sizeof(int32_t);
   cmsghdr* c = CMSG_FIRSTHDR(&m);
   if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(n * sizeof(int))) return -1;
   std::memcpy(fds, CMSG_DATA(c), n * sizeof(int));
@@ -155,7 +154,6 @@ class pmix_job final : public job {
     if (leader == rank_ && local_.size() > 1) listener = listen_node(leader);
 
     hello h;
-    h.rank = rank_;
     if (!wire::random_u64(h.id) || !wire::random_tag(h.tag))
       throw error(status::resource, "joining the job through PMIx", "getrandom failed");
     unsigned char box_public[32]{}, box_secret[32]{};
@@ -168,16 +166,18 @@ class pmix_job final : public job {
     h.leader = leader;
     h.address_bytes = static_cast<uint32_t>(net_address.size());
     std::memcpy(h.address, net_address.data(), net_address.size());
-    // The ranks of a node pass each other their hellos and region
-    // descriptors through the node's socket; each node's lowest rank then
-    // publishes its node's hellos as one value, and after one fence every
-    // rank reads one value per node (not one per rank: 256 Gets took 0.37 s
-    // per rank with 256 ranks on one host).
-    std::vector<hello> node = share_regions(h, region_fd, leader, listener);
-    if (rank_ == leader) put("clump.node", node.data(), node.size() * sizeof(hello));
-    fence({});
-    read_nodes(node);
+    hellos_.resize(static_cast<size_t>(size_));
+    exchange("clump.hello", &h, sizeof h, hellos_.data());
     id_ = hellos_[0].id;
+    // Nodes: numbered in the order of their lowest ranks.
+    std::map<int, int> nodes;
+    for (const hello& x : hellos_) nodes.emplace(x.leader, 0);
+    int k = 0;
+    for (auto& [l, n] : nodes) n = k++;
+    node_count_ = k;
+    for (const hello& x : hellos_) node_of_.push_back(nodes[x.leader]);
+
+    share_regions(region_fd, leader, listener);
     share_key(box_public, box_secret);
   }
 
@@ -295,48 +295,10 @@ class pmix_job final : public job {
                   key + " from rank " + std::to_string(r) + " is not " + std::to_string(len) + " bytes");
   }
 
-  /// Every rank's hello and node, from one value per node: the rank not yet
-  /// known with the lowest number is the lowest of its node (every lower
-  /// rank is known, and so is its node), so its value lists another node.
-  /// Nodes are numbered in the order of their lowest ranks.
-  void read_nodes(const std::vector<hello>& own) {
-    hellos_.assign(static_cast<size_t>(size_), hello{});
-    node_of_.assign(static_cast<size_t>(size_), -1);
-    auto bad = [&](int r, const std::string& what) {
-      throw error(status::not_init, "joining the job through PMIx",
-                  who() + ": the value of rank " + std::to_string(r) + "'s node (clump.node) " + what);
-    };
-    int nodes = 0;
-    for (int r = 0; r < size_; ++r) {
-      if (node_of_[static_cast<size_t>(r)] >= 0) continue;
-      pmix_proc_t p;
-      PMIX_LOAD_PROCID(&p, me_.nspace, static_cast<pmix_rank_t>(r));
-      pmix_value_t* v = nullptr;
-      const pmix_status_t rc = PMIx_Get(&p, "clump.node", nullptr, 0, &v);
-      if (rc != PMIX_SUCCESS) fail("PMIx_Get", rc, "of clump.node from rank " + std::to_string(r));
-      std::vector<hello> got;
-      if (v->type == PMIX_BYTE_OBJECT && v->data.bo.size % sizeof(hello) == 0) {
-        got.resize(v->data.bo.size / sizeof(hello));
-        if (!got.empty()) std::memcpy(got.data(), v->data.bo.bytes, v->data.bo.size);
-      }
-      PMIX_VALUE_RELEASE(v);
-      if (got.empty()) bad(r, "is not a list of hellos");
-      for (const hello& x : got) {
-        if (x.rank < r || x.rank >= size_ || x.leader != r || node_of_[static_cast<size_t>(x.rank)] >= 0)
-          bad(r, "names rank " + std::to_string(x.rank) + ", which is not one of its node's");
-        hellos_[static_cast<size_t>(x.rank)] = x;
-        node_of_[static_cast<size_t>(x.rank)] = nodes;
-      }
-      if (node_of_[static_cast<size_t>(r)] < 0) bad(r, "does not name that rank");
-      ++nodes;
-    }
-    node_count_ = nodes;
-    // This node's, as its ranks passed them through the node's socket.
-    for (const hello& x : own)
-      if (std::memcmp(&hellos_[static_cast<size_t>(x.rank)], &x, sizeof x) != 0)
-        throw error(status::not_init, "joining the job through PMIx",
-                    who() + ": rank " + std::to_string(x.rank) +
-                        " published another hello than it passed through the node's socket");
+  void exchange(const std::string& key, const void* mine, size_t len, void* all) {
+    put(key, mine, len);
+    fence({});
+    for (int r = 0; r < size_; ++r) get(key, r, static_cast<std::byte*>(all) + static_cast<size_t>(r) * len, len);
   }
 
   /// A fence of every rank that collects what they put, serving active
@@ -375,17 +337,7 @@ class pmix_job final : public job {
     }
     while (!done.finished.load(std::memory_order_acquire)) std::this_thread::yield();
     PMIX_INFO_DESTRUCT(&info);
-    if (done.rc != PMIX_SUCCESS) {
-      // A rank has ended or died, or the launcher is ending the job: no
-      // collective of this job can complete now. End every rank (Slurm
-      // would leave the other nodes' ranks waiting for ever).
-      core::log_error("%s: PMIx_Fence failed (%s): a rank has ended or died, or the launcher is ending the job; "
-                      "ending the job (code 1)",
-                      who().c_str(), PMIx_Error_string(done.rc));
-      std::fflush(nullptr);
-      PMIx_Abort(1, "clump: a barrier or collective cannot complete", nullptr, 0);
-      ::_exit(1);
-    }
+    if (done.rc != PMIX_SUCCESS) fail("PMIx_Fence", done.rc, "(a rank died, or the launcher ended the job?)");
   }
 
   /// The job's datagram key (CLUMP_NET_AUTH: auto, when the job spans
@@ -431,26 +383,20 @@ class pmix_job final : public job {
     return s;
   }
 
-  /// Every rank of this node gets every rank of this node's hello and
-  /// region descriptor: the lowest rank collects them, then hands them out.
-  /// Returns this node's hellos, in rank order.
-  std::vector<hello> share_regions(const hello& mine, int region_fd, int leader, int listener) {
+  /// Every rank of this node gets every rank of this node's region
+  /// descriptor: the lowest rank collects them, then hands them out.
+  void share_regions(int region_fd, int leader, int listener) {
     region_fds_.assign(static_cast<size_t>(size_), -1);
     const int own = ::fcntl(region_fd, F_DUPFD_CLOEXEC, 0);
     if (own < 0) throw error(status::bad_arg, "joining the job", "cannot duplicate the region descriptor");
     region_fds_[static_cast<size_t>(rank_)] = own;
-    if (local_.size() == 1) return {mine};
+    if (local_.size() == 1) return;
     auto broken = [](const char* what) {
       throw error(status::not_init, "joining the job through PMIx",
-                  who() + ": exchanging hellos and region descriptors with the ranks of this node: " + what);
+                  who() + ": exchanging region descriptors with the ranks of this node: " + what);
     };
     const size_t n = local_.size();
-    std::vector<hello> node(n);
-    std::vector<int> fds(n, -1);
-    auto index = [&](int r) { return static_cast<size_t>(std::lower_bound(local_.begin(), local_.end(), r) - local_.begin()); };
     if (rank_ == leader) {
-      node[0] = mine;
-      fds[0] = own;
       std::vector<int> peers;
       for (size_t i = 1; i < n; ++i) {
         pollfd p{listener, POLLIN, 0};
@@ -459,64 +405,56 @@ class pmix_job final : public job {
         if (c < 0) broken("accept failed");
         ucred cred{};
         socklen_t cl = sizeof cred;
-        hello x;
+        int32_t r = -1;
         int fd = -1;
-        // A rank of this node, of our user, that is the process it says
-        // (its pid as the kernel sees it), and not one already seen.
         if (::getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.uid != ::getuid() ||
-            recv_fds(c, &x, &fd, 1) != 1 || !std::binary_search(local_.begin(), local_.end(), x.rank) ||
-            x.rank == rank_ || cred.pid != x.pid || x.leader != leader || fds[index(x.rank)] >= 0)
+            recv_fds(c, &r, &fd, 1) != 1 || r < 0 || r >= size_ || !std::binary_search(local_.begin(), local_.end(), r) ||
+            cred.pid != hellos_[static_cast<size_t>(r)].pid || region_fds_[static_cast<size_t>(r)] >= 0)
           broken("a connection that is not one of this node's ranks");
-        node[index(x.rank)] = x;
-        fds[index(x.rank)] = fd;
+        region_fds_[static_cast<size_t>(r)] = fd;
         peers.push_back(c);
       }
       ::close(listener);
+      std::vector<int32_t> ranks(local_.begin(), local_.end());
+      std::vector<int> fds;
+      for (int r : local_) fds.push_back(region_fds_[static_cast<size_t>(r)]);
       for (int c : peers) {
         for (size_t at = 0; at < n; at += fds_per_message)
-          if (!send_fds(c, node.data() + at, fds.data() + at, std::min(fds_per_message, n - at)))
+          if (!send_fds(c, ranks.data() + at, fds.data() + at, std::min(fds_per_message, n - at)))
             broken("sending them failed");
         ::close(c);
       }
     } else {
       const int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-      if (s < 0) broken(std::strerror(errno));
       socklen_t len = 0;
       const sockaddr_un a = node_socket_name(me_.nspace, leader, len);
-      // The leader may not have started yet (no fence has passed): try
-      // again every millisecond, for 30 s at most.
-      for (int tries = 0; ::connect(s, reinterpret_cast<const sockaddr*>(&a), len) != 0; ++tries) {
-        if ((errno != ECONNREFUSED && errno != ENOENT) || tries >= 30'000)
-          broken((std::string("cannot reach the node's lowest rank: ") + std::strerror(errno)).c_str());
-        ::usleep(1000);
-      }
-      // The name is guessable: the socket must be of our user, and held by
-      // the process that published the leader's hello (checked below).
+      if (s < 0 || ::connect(s, reinterpret_cast<const sockaddr*>(&a), len) != 0) broken(std::strerror(errno));
+      // The name is guessable: the socket must be the leader's (its
+      // PMIx-published pid, our user), not one that another process took.
       ucred cred{};
       socklen_t cl = sizeof cred;
-      if (::getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.uid != ::getuid())
-        broken("the node's socket is held by another user");
-      if (!send_fds(s, &mine, &own, 1)) broken("sending ours failed");
+      if (::getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.uid != ::getuid() ||
+          cred.pid != hellos_[static_cast<size_t>(leader)].pid)
+        broken("the node's socket is not held by the node's lowest rank");
+      const int32_t r = rank_;
+      if (!send_fds(s, &r, &own, 1)) broken("sending ours failed");
+      std::vector<int32_t> ranks(n);
+      std::vector<int> fds(n, -1);
       for (size_t got = 0; got < n;) {
-        const int k = recv_fds(s, node.data() + got, fds.data() + got, std::min(fds_per_message, n - got));
+        const int k = recv_fds(s, ranks.data() + got, fds.data() + got, std::min(fds_per_message, n - got));
         if (k <= 0) broken("receiving them failed");
         got += static_cast<size_t>(k);
       }
       ::close(s);
-      for (size_t i = 0; i < n; ++i)
-        if (node[i].rank != local_[i] || node[i].leader != leader)
-          broken("the node's lowest rank sent ranks that are not this node's");
-      if (node[0].pid != cred.pid) broken("the node's socket is not held by the node's lowest rank");
-    }
-    for (size_t i = 0; i < n; ++i) {
-      const int q = local_[i];
-      if (q == rank_) {
-        if (fds[i] != own) ::close(fds[i]);  // our own, back from the leader
-        continue;
+      for (size_t i = 0; i < n; ++i) {
+        const int q = ranks[i];
+        if (q == rank_ || q < 0 || q >= size_) {
+          ::close(fds[i]);
+          continue;
+        }
+        region_fds_[static_cast<size_t>(q)] = fds[i];
       }
-      region_fds_[static_cast<size_t>(q)] = fds[i];
     }
-    return node;
   }
 
   pmix_proc_t me_{};
