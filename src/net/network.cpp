@@ -82,10 +82,8 @@ bool network::peer_address::sent_from(const sockaddr_in& a) const noexcept {
 // What a peer costs once messages flow to or from it (about 20 KiB: the
 // send and receive windows); made on first use (state_of).
 struct network::peer_state {
-  sockaddr_in addr{};
-  in_port_t send_port = 0;  // its datagrams come from addr or from this port (network order; 0: none)
-  int via = -2;             // our connected socket to it; -1: the main socket; -2: not made yet
-  bool sent_from(const sockaddr_in& a) const noexcept { return peer_address{addr, send_port, true}.sent_from(a); }
+  sockaddr_in addr{};  // where its datagrams go (addresses_ says where they may come from)
+  int via = -2;        // our connected socket to it; -1: the main socket; -2: not made yet
   bool unreachable = false;
   send_channel out[channel_count];
   recv_channel in[channel_count];
@@ -186,7 +184,6 @@ network::peer_state* network::state_of(int peer) noexcept {
   p.reset(new (std::nothrow) peer_state);
   if (!p) return nullptr;
   p->addr = a.addr;
-  p->send_port = a.send_port;
   return p.get();
 }
 
