@@ -10,8 +10,9 @@
 #if defined(CLUMP_HAVE_PMIX)
 
 #include <fcntl.h>
-#include <poll.h>
 #include <pmix.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -19,10 +20,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -54,10 +57,24 @@ std::string who() {
               who() + ": " + call + " failed (" + PMIx_Error_string(rc) + ")" + (what.empty() ? "" : " " + what));
 }
 
+/// Ends the job with `code` (not 0) as the launcher ends a job whose
+/// rank fails. Under Slurm through PMIx_Abort: srun lets a step's other
+/// ranks run on when one exits with an error. Under mpirun (and other
+/// PMIx launchers) by exiting with the code, unfinalized: the launcher
+/// then ends the other ranks and exits with it (OpenMPI 4.1.4's mpirun
+/// crashed after PMIx_Abort in 1 of 40 jobs on a loaded machine, and
+/// never after an exit in 90).
+[[noreturn]] void end_job(int code, const char* why) {
+  std::fflush(nullptr);
+  if (std::getenv("SLURM_STEP_ID")) PMIx_Abort(code, why, nullptr, 0);
+  ::_exit(code);
+}
+
 /// What each rank publishes once.
 struct hello {
   uint64_t id = 0;   // rank 0's is the job's
   uint64_t tag = 0;
+  int32_t rank = -1;
   int32_t pid = 0;
   int32_t leader = 0;  // lowest rank of its node
   uint32_t address_bytes = 0;
@@ -75,9 +92,10 @@ constexpr size_t sealed_key_bytes = 32 + 48;  // key + crypto_box_SEALBYTES
 /// Descriptors per message: the kernel takes at most 253 (SCM_MAX_FD) in one.
 constexpr size_t fds_per_message = 200;
 
-bool send_fds(int sock, const int32_t* ranks, const int* fds, size_t n) {
+/// Sends n hellos, with the descriptor that goes with each, in one message.
+bool send_fds(int sock, const hello* items, const int* fds, size_t n) {
   msghdr m{};
-  iovec io{const_cast<int32_t*>(ranks), n * sizeof(int32_t)};
+  iovec io{const_cast<hello*>(items), n * sizeof(hello)};
   m.msg_iov = &io;
   m.msg_iovlen = 1;
   std::vector<char> control(CMSG_SPACE(n * sizeof(int)));
@@ -88,23 +106,23 @@ bool send_fds(int sock, const int32_t* ranks, const int* fds, size_t n) {
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(n * sizeof(int));
   std::memcpy(CMSG_DATA(c), fds, n * sizeof(int));
-  return ::sendmsg(sock, &m, MSG_NOSIGNAL) == static_cast<ssize_t>(n * sizeof(int32_t));
+  return ::sendmsg(sock, &m, MSG_NOSIGNAL) == static_cast<ssize_t>(n * sizeof(hello));
 }
 
-/// Receives up to `max` (rank, descriptor) pairs; returns how many, or -1.
-int recv_fds(int sock, int32_t* ranks, int* fds, size_t max) {
+/// Receives up to `max` (hello, descriptor) pairs; returns how many, or -1.
+int recv_fds(int sock, hello* items, int* fds, size_t max) {
   pollfd p{sock, POLLIN, 0};
   if (::poll(&p, 1, 30'000) != 1) return -1;
   msghdr m{};
-  iovec io{ranks, max * sizeof(int32_t)};
+  iovec io{items, max * sizeof(hello)};
   m.msg_iov = &io;
   m.msg_iovlen = 1;
   std::vector<char> control(CMSG_SPACE(max * sizeof(int)));
   m.msg_control = control.data();
   m.msg_controllen = control.size();
   const ssize_t got = ::recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
-  if (got <= 0 || got % sizeof(int32_t)) return -1;
-  const size_t n = static_cast<size_t>(got) / sizeof(int32_t);
+  if (got <= 0 || got % sizeof(hello) || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) return -1;
+  const size_t n = static_cast<size_t>(got) / sizeof(hello);
   cmsghdr* c = CMSG_FIRSTHDR(&m);
   if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(n * sizeof(int))) return -1;
   std::memcpy(fds, CMSG_DATA(c), n * sizeof(int));
@@ -154,6 +172,7 @@ class pmix_job final : public job {
     if (leader == rank_ && local_.size() > 1) listener = listen_node(leader);
 
     hello h;
+    h.rank = rank_;
     if (!wire::random_u64(h.id) || !wire::random_tag(h.tag))
       throw error(status::resource, "joining the job through PMIx", "getrandom failed");
     unsigned char box_public[32]{}, box_secret[32]{};
@@ -166,18 +185,16 @@ class pmix_job final : public job {
     h.leader = leader;
     h.address_bytes = static_cast<uint32_t>(net_address.size());
     std::memcpy(h.address, net_address.data(), net_address.size());
-    hellos_.resize(static_cast<size_t>(size_));
-    exchange("clump.hello", &h, sizeof h, hellos_.data());
+    // The ranks of a node pass each other their hellos and region
+    // descriptors through the node's socket; each node's lowest rank then
+    // publishes its node's hellos as one value, and after one fence every
+    // rank reads one value per node (not one per rank: 256 Gets took 0.37 s
+    // per rank with 256 ranks on one host).
+    std::vector<hello> node = share_regions(h, region_fd, leader, listener);
+    if (rank_ == leader) put("clump.node", node.data(), node.size() * sizeof(hello));
+    fence({});
+    read_nodes(node);
     id_ = hellos_[0].id;
-    // Nodes: numbered in the order of their lowest ranks.
-    std::map<int, int> nodes;
-    for (const hello& x : hellos_) nodes.emplace(x.leader, 0);
-    int k = 0;
-    for (auto& [l, n] : nodes) n = k++;
-    node_count_ = k;
-    for (const hello& x : hellos_) node_of_.push_back(nodes[x.leader]);
-
-    share_regions(region_fd, leader, listener);
     share_key(box_public, box_secret);
   }
 
@@ -227,19 +244,21 @@ class pmix_job final : public job {
     if (rank_ != root) get(key, root, buf, len);
   }
 
+  /// exit_job(0) ends this rank alone: finalized, as the launchers want a
+  /// rank that ends well. Every rank calls it at the end of an AM-2
+  /// program, and ranks that still wait for this one in a barrier or
+  /// collective end the job with 1 (fence()). Another code ends the job as
+  /// the launcher ends one whose rank fails (end_job). Not PMIx_Abort(0):
+  /// Slurm cancels the step for it (srun exits with 137), and OpenMPI
+  /// 4.1.4's mpirun crashed in PMIx_server_finalize after it in 8 of 60
+  /// jobs on a loaded machine.
   [[noreturn]] void exit_job(int code) override {
     std::fflush(nullptr);
-    // PMIx_Abort ends every rank, and mpirun then exits with `code`, 0
-    // included. Slurm exits with the code too, but cancels the step for
-    // PMIx_Abort(0) (srun: 137), even when every rank ends this way, as
-    // AM-2 programs do at their end: there a rank that ends with 0 ends
-    // alone, and the others end when they do (docs/guide.md says so).
-    if (code == 0 && std::getenv("SLURM_STEP_ID")) {
+    if (code == 0) {
       if (PMIx_Initialized()) PMIx_Finalize(nullptr, 0);
       ::_exit(0);
     }
-    PMIx_Abort(code, "clump: the job ends (exit_job)", nullptr, 0);
-    ::_exit(code);
+    end_job(code, "clump: the job ends (exit_job)");
   }
 
   std::optional<std::string> getenv_master(const std::string& name) override {
@@ -295,14 +314,70 @@ class pmix_job final : public job {
                   key + " from rank " + std::to_string(r) + " is not " + std::to_string(len) + " bytes");
   }
 
-  void exchange(const std::string& key, const void* mine, size_t len, void* all) {
-    put(key, mine, len);
-    fence({});
-    for (int r = 0; r < size_; ++r) get(key, r, static_cast<std::byte*>(all) + static_cast<size_t>(r) * len, len);
+  /// The rank of this host that this one watches while it waits in a fence:
+  /// the next one on this node (the last watches the first), or -1 when it
+  /// is alone here. Every rank that exits is thus watched by one that
+  /// waits, unless all of this node's have exited.
+  int watched_rank() const {
+    if (local_.size() < 2 || hellos_.empty()) return -1;
+    auto it = std::upper_bound(local_.begin(), local_.end(), rank_);
+    return it == local_.end() ? local_.front() : *it;
+  }
+
+  /// Whether process `r` of this host has exited.
+  bool has_exited(int r) const {
+    return ::kill(hellos_[static_cast<size_t>(r)].pid, 0) != 0 && errno == ESRCH;
+  }
+
+  /// Every rank's hello and node, from one value per node: the rank not yet
+  /// known with the lowest number is the lowest of its node (every lower
+  /// rank is known, and so is its node), so its value lists another node.
+  /// Nodes are numbered in the order of their lowest ranks.
+  void read_nodes(const std::vector<hello>& own) {
+    hellos_.assign(static_cast<size_t>(size_), hello{});
+    node_of_.assign(static_cast<size_t>(size_), -1);
+    auto bad = [&](int r, const std::string& what) {
+      throw error(status::not_init, "joining the job through PMIx",
+                  who() + ": the value of rank " + std::to_string(r) + "'s node (clump.node) " + what);
+    };
+    int nodes = 0;
+    for (int r = 0; r < size_; ++r) {
+      if (node_of_[static_cast<size_t>(r)] >= 0) continue;
+      pmix_proc_t p;
+      PMIX_LOAD_PROCID(&p, me_.nspace, static_cast<pmix_rank_t>(r));
+      pmix_value_t* v = nullptr;
+      const pmix_status_t rc = PMIx_Get(&p, "clump.node", nullptr, 0, &v);
+      if (rc != PMIX_SUCCESS) fail("PMIx_Get", rc, "of clump.node from rank " + std::to_string(r));
+      std::vector<hello> got;
+      if (v->type == PMIX_BYTE_OBJECT && v->data.bo.size % sizeof(hello) == 0) {
+        got.resize(v->data.bo.size / sizeof(hello));
+        if (!got.empty()) std::memcpy(got.data(), v->data.bo.bytes, v->data.bo.size);
+      }
+      PMIX_VALUE_RELEASE(v);
+      if (got.empty()) bad(r, "is not a list of hellos");
+      for (const hello& x : got) {
+        if (x.rank < r || x.rank >= size_ || x.leader != r || node_of_[static_cast<size_t>(x.rank)] >= 0)
+          bad(r, "names rank " + std::to_string(x.rank) + ", which is not one of its node's");
+        hellos_[static_cast<size_t>(x.rank)] = x;
+        node_of_[static_cast<size_t>(x.rank)] = nodes;
+      }
+      if (node_of_[static_cast<size_t>(r)] < 0) bad(r, "does not name that rank");
+      ++nodes;
+    }
+    node_count_ = nodes;
+    // This node's, as its ranks passed them through the node's socket.
+    for (const hello& x : own)
+      if (std::memcmp(&hellos_[static_cast<size_t>(x.rank)], &x, sizeof x) != 0)
+        throw error(status::not_init, "joining the job through PMIx",
+                    who() + ": rank " + std::to_string(x.rank) +
+                        " published another hello than it passed through the node's socket");
   }
 
   /// A fence of every rank that collects what they put, serving active
-  /// messages while it waits.
+  /// messages while it waits. It does not come back if the job cannot go
+  /// on: a fence that fails, or a rank of this host that has exited while
+  /// the others wait, ends the job (code 1), since no collective of it can
+  /// complete now (and Slurm would leave the other nodes' ranks waiting).
   void fence(const progress_fn& progress) {
     pmix_info_t info;
     PMIX_INFO_CONSTRUCT(&info);
@@ -310,6 +385,8 @@ class pmix_job final : public job {
     PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &flag, PMIX_BOOL);
     struct done_t {
       std::atomic<bool> ready{false}, finished{false};
+      std::mutex m;
+      std::condition_variable cv;
       pmix_status_t rc = PMIX_SUCCESS;
       const progress_fn* progress = nullptr;
     } done;
@@ -317,8 +394,11 @@ class pmix_job final : public job {
     auto cb = [](pmix_status_t status, void* arg) {
       auto* d = static_cast<done_t*>(arg);
       d->rc = status;
-      d->ready.store(true, std::memory_order_release);
-      d->ready.notify_all();
+      {
+        std::lock_guard<std::mutex> l(d->m);
+        d->ready.store(true, std::memory_order_release);
+      }
+      d->cv.notify_all();
       if (*d->progress && d->progress->wake) d->progress->wake();
       d->finished.store(true, std::memory_order_release);  // the last touch: `done` may go now
     };
@@ -327,17 +407,48 @@ class pmix_job final : public job {
       PMIX_INFO_DESTRUCT(&info);
       fail("PMIx_Fence_nb", rc, "");
     }
-    // Without messages to serve, sleep until PMIx's thread says it is done
-    // (a futex: hundreds of ranks on a few cores must not spin here).
-    if (!progress) done.ready.wait(false, std::memory_order_acquire);
+    // Serve messages, or sleep (hundreds of ranks on a few cores must not
+    // spin here), and look now and then at the rank this one watches: a
+    // rank that has exited will never enter this fence, and a launcher does
+    // not always fail it (Slurm and mpirun keep a job whose rank exited with
+    // 0 after PMIx_Finalize). The rank may also have left this very fence,
+    // complete, before our callback ran: hence it must be gone for 5 s.
+    const int watched = watched_rank();
+    auto next_look = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    std::chrono::steady_clock::time_point gone_since{};
     while (!done.ready.load(std::memory_order_acquire)) {
-      if (progress.poll() > 0) continue;
-      if (progress.sleep) progress.sleep(done.ready, std::chrono::milliseconds(10));
-      else done.ready.wait(false, std::memory_order_acquire);
+      if (progress && progress.poll() > 0) continue;
+      if (progress && progress.sleep) {
+        progress.sleep(done.ready, std::chrono::milliseconds(10));
+      } else {
+        std::unique_lock<std::mutex> l(done.m);
+        done.cv.wait_for(l, std::chrono::milliseconds(watched >= 0 ? 100 : 1000),
+                         [&] { return done.ready.load(std::memory_order_acquire); });
+      }
+      const auto now = std::chrono::steady_clock::now();
+      if (watched < 0 || now < next_look || done.ready.load(std::memory_order_acquire)) continue;
+      next_look = now + std::chrono::milliseconds(100);
+      if (!has_exited(watched)) continue;
+      if (gone_since == std::chrono::steady_clock::time_point{}) gone_since = now;
+      if (now - gone_since < std::chrono::seconds(5)) continue;
+      core::log_error("%s: rank %d (pid %d) of this host has exited while the others wait for it in a barrier or "
+                      "collective: ending the job (code 1)",
+                      who().c_str(), watched, static_cast<int>(hellos_[static_cast<size_t>(watched)].pid));
+      end_job(1, "clump: a rank exited while the others waited for it");
     }
     while (!done.finished.load(std::memory_order_acquire)) std::this_thread::yield();
     PMIX_INFO_DESTRUCT(&info);
-    if (done.rc != PMIX_SUCCESS) fail("PMIx_Fence", done.rc, "(a rank died, or the launcher ended the job?)");
+    if (done.rc == PMIX_SUCCESS) return;
+    // A rank has ended or died, or the launcher is ending the job. Give the
+    // launcher a moment to end this rank itself, so that its exit code (a
+    // rank's own, or its signal's) is the job's; then end the job.
+    core::log_error("%s: PMIx_Fence failed (%s): a rank has ended or died, or the launcher is ending the job",
+                    who().c_str(), PMIx_Error_string(done.rc));
+    std::fflush(nullptr);
+    for (int i = 0; i < 30; ++i) ::usleep(100'000);
+    core::log_error("%s: the launcher has not ended the job after a failed PMIx_Fence: ending it (code 1)",
+                    who().c_str());
+    end_job(1, "clump: a barrier or collective cannot complete");
   }
 
   /// The job's datagram key (CLUMP_NET_AUTH: auto, when the job spans
@@ -383,78 +494,98 @@ class pmix_job final : public job {
     return s;
   }
 
-  /// Every rank of this node gets every rank of this node's region
-  /// descriptor: the lowest rank collects them, then hands them out.
-  void share_regions(int region_fd, int leader, int listener) {
+  /// Every rank of this node gets every rank of this node's hello and
+  /// region descriptor: the lowest rank collects them, then hands them out.
+  /// Returns this node's hellos, in rank order.
+  std::vector<hello> share_regions(const hello& mine, int region_fd, int leader, int listener) {
     region_fds_.assign(static_cast<size_t>(size_), -1);
     const int own = ::fcntl(region_fd, F_DUPFD_CLOEXEC, 0);
     if (own < 0) throw error(status::bad_arg, "joining the job", "cannot duplicate the region descriptor");
     region_fds_[static_cast<size_t>(rank_)] = own;
-    if (local_.size() == 1) return;
+    if (local_.size() == 1) return {mine};
     auto broken = [](const char* what) {
       throw error(status::not_init, "joining the job through PMIx",
-                  who() + ": exchanging region descriptors with the ranks of this node: " + what);
+                  who() + ": exchanging hellos and region descriptors with the ranks of this node: " + what);
     };
     const size_t n = local_.size();
+    std::vector<hello> node(n);
+    std::vector<int> fds(n, -1);
+    auto index = [&](int r) { return static_cast<size_t>(std::lower_bound(local_.begin(), local_.end(), r) - local_.begin()); };
     if (rank_ == leader) {
+      node[0] = mine;
+      fds[0] = own;
       std::vector<int> peers;
       for (size_t i = 1; i < n; ++i) {
         pollfd p{listener, POLLIN, 0};
-        if (::poll(&p, 1, 30'000) != 1) broken("a rank of this node did not connect in 30 s");
+        if (::poll(&p, 1, 30'000) != 1) {
+          std::string missing;
+          for (size_t k = 1; k < n; ++k)
+            if (fds[k] < 0) missing += (missing.empty() ? "" : ", ") + std::to_string(local_[k]);
+          broken(("rank(s) " + missing + " of this node did not connect in 30 s (exited before joining?)").c_str());
+        }
         const int c = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
         if (c < 0) broken("accept failed");
         ucred cred{};
         socklen_t cl = sizeof cred;
-        int32_t r = -1;
+        hello x;
         int fd = -1;
+        // A rank of this node, of our user, that is the process it says
+        // (its pid as the kernel sees it), and not one already seen.
         if (::getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.uid != ::getuid() ||
-            recv_fds(c, &r, &fd, 1) != 1 || r < 0 || r >= size_ || !std::binary_search(local_.begin(), local_.end(), r) ||
-            cred.pid != hellos_[static_cast<size_t>(r)].pid || region_fds_[static_cast<size_t>(r)] >= 0)
+            recv_fds(c, &x, &fd, 1) != 1 || !std::binary_search(local_.begin(), local_.end(), x.rank) ||
+            x.rank == rank_ || cred.pid != x.pid || x.leader != leader || fds[index(x.rank)] >= 0)
           broken("a connection that is not one of this node's ranks");
-        region_fds_[static_cast<size_t>(r)] = fd;
+        node[index(x.rank)] = x;
+        fds[index(x.rank)] = fd;
         peers.push_back(c);
       }
       ::close(listener);
-      std::vector<int32_t> ranks(local_.begin(), local_.end());
-      std::vector<int> fds;
-      for (int r : local_) fds.push_back(region_fds_[static_cast<size_t>(r)]);
       for (int c : peers) {
         for (size_t at = 0; at < n; at += fds_per_message)
-          if (!send_fds(c, ranks.data() + at, fds.data() + at, std::min(fds_per_message, n - at)))
+          if (!send_fds(c, node.data() + at, fds.data() + at, std::min(fds_per_message, n - at)))
             broken("sending them failed");
         ::close(c);
       }
     } else {
       const int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+      if (s < 0) broken(std::strerror(errno));
       socklen_t len = 0;
       const sockaddr_un a = node_socket_name(me_.nspace, leader, len);
-      if (s < 0 || ::connect(s, reinterpret_cast<const sockaddr*>(&a), len) != 0) broken(std::strerror(errno));
-      // The name is guessable: the socket must be the leader's (its
-      // PMIx-published pid, our user), not one that another process took.
+      // The leader may not have started yet (no fence has passed): try
+      // again every millisecond, for 30 s at most.
+      for (int tries = 0; ::connect(s, reinterpret_cast<const sockaddr*>(&a), len) != 0; ++tries) {
+        if ((errno != ECONNREFUSED && errno != ENOENT) || tries >= 30'000)
+          broken(("cannot reach rank " + std::to_string(leader) + ", this node's lowest, in 30 s (" +
+                  std::strerror(errno) + "; exited before joining?)").c_str());
+        ::usleep(1000);
+      }
+      // The name is guessable: the socket must be of our user, and held by
+      // the process that published the leader's hello (checked below).
       ucred cred{};
       socklen_t cl = sizeof cred;
-      if (::getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.uid != ::getuid() ||
-          cred.pid != hellos_[static_cast<size_t>(leader)].pid)
-        broken("the node's socket is not held by the node's lowest rank");
-      const int32_t r = rank_;
-      if (!send_fds(s, &r, &own, 1)) broken("sending ours failed");
-      std::vector<int32_t> ranks(n);
-      std::vector<int> fds(n, -1);
+      if (::getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.uid != ::getuid())
+        broken("the node's socket is held by another user");
+      if (!send_fds(s, &mine, &own, 1)) broken("sending ours failed");
       for (size_t got = 0; got < n;) {
-        const int k = recv_fds(s, ranks.data() + got, fds.data() + got, std::min(fds_per_message, n - got));
+        const int k = recv_fds(s, node.data() + got, fds.data() + got, std::min(fds_per_message, n - got));
         if (k <= 0) broken("receiving them failed");
         got += static_cast<size_t>(k);
       }
       ::close(s);
-      for (size_t i = 0; i < n; ++i) {
-        const int q = ranks[i];
-        if (q == rank_ || q < 0 || q >= size_) {
-          ::close(fds[i]);
-          continue;
-        }
-        region_fds_[static_cast<size_t>(q)] = fds[i];
-      }
+      for (size_t i = 0; i < n; ++i)
+        if (node[i].rank != local_[i] || node[i].leader != leader)
+          broken("the node's lowest rank sent ranks that are not this node's");
+      if (node[0].pid != cred.pid) broken("the node's socket is not held by the node's lowest rank");
     }
+    for (size_t i = 0; i < n; ++i) {
+      const int q = local_[i];
+      if (q == rank_) {
+        if (fds[i] != own) ::close(fds[i]);  // our own, back from the leader
+        continue;
+      }
+      region_fds_[static_cast<size_t>(q)] = fds[i];
+    }
+    return node;
   }
 
   pmix_proc_t me_{};
@@ -472,7 +603,16 @@ class pmix_job final : public job {
 }  // namespace
 
 std::unique_ptr<job> join_pmix(int region_fd, std::span<const std::byte> net_address) {
-  return std::make_unique<pmix_job>(region_fd, net_address);
+  try {
+    return std::make_unique<pmix_job>(region_fd, net_address);
+  } catch (const error& e) {
+    // Once PMIx is up, a rank that cannot join dooms the job: the others
+    // would wait for it in their first fence (under Slurm, for ever). End
+    // the job, saying why, as the launcher ends one whose rank fails.
+    if (!PMIx_Initialized()) throw;
+    core::log_error("%s; ending the job (code 1)", e.what());
+    end_job(1, "clump: a rank could not join the job");
+  }
 }
 
 }  // namespace clump::boot

@@ -142,8 +142,10 @@ int main(int argc, char** argv) {
   code = std::atoi(argv[3]);
   for (const char* kind : {"abort_", "segv_", "wait_"})
     if (scenario.rfind(kind, 0) == 0) phase = scenario.substr(std::strlen(kind));
-  // Before the job exists: only the environment says who we are.
+  // Before the job exists: only the environment says who we are (clumprun's
+  // or, under srun and mpirun, the PMIx server's).
   const char* rank_text = std::getenv("CLUMP_RANK");
+  if (!rank_text) rank_text = std::getenv("PMIX_RANK");
   me = rank_text ? std::atoi(rank_text) : 0;
   if (me == victim && (scenario == "no_startup" || phase == "startup")) {
     if (scenario == "no_startup") {
