@@ -57,16 +57,14 @@ std::string who() {
               who() + ": " + call + " failed (" + PMIx_Error_string(rc) + ")" + (what.empty() ? "" : " " + what));
 }
 
-/// Ends the job with `code` (not 0) as the launcher ends a job whose
-/// rank fails. Under Slurm through PMIx_Abort: srun lets a step's other
-/// ranks run on when one exits with an error. Under mpirun (and other
-/// PMIx launchers) by exiting with the code, unfinalized: the launcher
-/// then ends the other ranks and exits with it (OpenMPI 4.1.4's mpirun
-/// crashed after PMIx_Abort in 1 of 40 jobs on a loaded machine, and
-/// never after an exit in 90).
+/// Ends the job with `code` (not 0) through PMIx_Abort: the launcher ends
+/// every rank and exits with the code. (Not by exiting with it: the rank
+/// would then be gone while the others may wait in a fence, and mpirun
+/// across hosts completes a fence without a rank that has died, so they
+/// went on past a barrier; and srun lets a step's other ranks run on.)
 [[noreturn]] void end_job(int code, const char* why) {
   std::fflush(nullptr);
-  if (std::getenv("SLURM_STEP_ID")) PMIx_Abort(code, why, nullptr, 0);
+  PMIx_Abort(code, why, nullptr, 0);
   ::_exit(code);
 }
 
@@ -244,14 +242,13 @@ class pmix_job final : public job {
     if (rank_ != root) get(key, root, buf, len);
   }
 
-  /// exit_job(0) ends this rank alone: finalized, as the launchers want a
-  /// rank that ends well. Every rank calls it at the end of an AM-2
+  /// exit_job(0) ends this rank alone, finalized, as the launchers want a
+  /// rank that ends well: every rank calls it at the end of an AM-2
   /// program, and ranks that still wait for this one in a barrier or
-  /// collective end the job with 1 (fence()). Another code ends the job as
-  /// the launcher ends one whose rank fails (end_job). Not PMIx_Abort(0):
-  /// Slurm cancels the step for it (srun exits with 137), and OpenMPI
-  /// 4.1.4's mpirun crashed in PMIx_server_finalize after it in 8 of 60
-  /// jobs on a loaded machine.
+  /// collective end the job with 1 (fence()). Not PMIx_Abort(0): Slurm
+  /// cancels the step for it (srun exits with 137), and OpenMPI 4.1.4's
+  /// mpirun crashed in its PMIx_server_finalize after it in 8 of 60 jobs on
+  /// a loaded machine. Another code ends the job (end_job).
   [[noreturn]] void exit_job(int code) override {
     std::fflush(nullptr);
     if (code == 0) {
