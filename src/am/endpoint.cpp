@@ -75,7 +75,7 @@ endpoint::endpoint(bundle& b) : impl_(new endpoint_impl) {
 /// Releases segment memory this endpoint owned, once no process of the node
 /// can still be writing into it.
 static void release_segment(endpoint_impl& e, uint64_t offset, size_t length) noexcept {
-  if (e.proc->quiesce_copies())
+  if (!e.proc->is_leaving() && e.proc->quiesce_copies())
     e.proc->region().deallocate(offset, length);
   else
     e.proc->region().retire(offset, length);
@@ -166,10 +166,10 @@ void endpoint::map(int index, const endpoint_name& name, tag_t tag) {
                                             std::to_string(e.translations.size() - 1));
   if (name.job != e.proc->job_id())
     throw error(status::bad_arg, "map", "the endpoint name belongs to another job");
-  am::remote_endpoint* r = name.slot < 256 && name.rank < static_cast<uint32_t>(e.proc->size())
-                               ? e.proc->remote(am::source_id(static_cast<int>(name.rank), name.slot))
-                               : nullptr;
-  if (!r || name.generation == 0)
+  // Checked now, found on the first send (remote_of).
+  const bool exists = name.slot < 256 && name.rank < static_cast<uint32_t>(e.proc->size()) &&
+                      e.proc->has_endpoint(static_cast<int>(name.rank), name.slot);
+  if (!exists || name.generation == 0)
     throw error(status::bad_arg, "map",
                 "no endpoint " + std::to_string(name.slot) + " (generation " + std::to_string(name.generation) +
                     ") on rank " + std::to_string(name.rank) + " in this job of " + std::to_string(e.proc->size()));
@@ -178,7 +178,7 @@ void endpoint::map(int index, const endpoint_name& name, tag_t tag) {
   t.used = true;
   t.name = name;
   t.tag = tag;
-  t.remote = r;
+  t.remote.store(nullptr, std::memory_order_relaxed);
   t.state = shm::alive_state(name.generation);
 }
 
@@ -282,21 +282,22 @@ std::span<std::byte> endpoint::mapped_segment(int dest) const noexcept {
   const endpoint_impl& e = *impl_;
   if (dest < 0 || static_cast<size_t>(dest) >= e.translations.size()) return {};
   const translation& t = e.translations[static_cast<size_t>(dest)];
-  if (!t.used || !t.remote || t.remote->net || !t.remote->region_base) return {};
+  const am::remote_endpoint* to = t.used ? remote_of(e, t) : nullptr;
+  if (!to || to->net || !to->region_base) return {};
   uint64_t offset = 0, length = 0;
-  if (!shm::read_segment(*t.remote->view.header, offset, length)) return {};  // changing for long: died halfway?
-  if (offset == shm::private_segment || length == 0 || offset > t.remote->region_size ||
-      length > t.remote->region_size - offset)
+  if (!shm::read_segment(*to->view.header, offset, length)) return {};  // changing for long: died halfway?
+  if (offset == shm::private_segment || length == 0 || offset > to->region_size || length > to->region_size - offset)
     return {};
-  return {t.remote->region_base + offset, static_cast<size_t>(length)};
+  return {to->region_base + offset, static_cast<size_t>(length)};
 }
 
 void endpoint::wake(int dest) noexcept {
   const endpoint_impl& e = *impl_;
   if (dest < 0 || static_cast<size_t>(dest) >= e.translations.size()) return;
   const translation& t = e.translations[static_cast<size_t>(dest)];
-  if (!t.used || !t.remote || t.remote->net) return;
-  std::atomic<uint32_t>& w = shm::wake_word(t.remote->view.request);
+  const am::remote_endpoint* to = t.used ? remote_of(e, t) : nullptr;
+  if (!to || to->net) return;
+  std::atomic<uint32_t>& w = shm::wake_word(to->view.request);
   // seq_cst: the writer's half of the handshake with a sleeper that checks
   // its `ready` after announcing itself (bundle::sleep_until_message).
   if (w.load(std::memory_order_seq_cst) & shm::sleeper_mask) shm::wake(w);

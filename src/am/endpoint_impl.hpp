@@ -32,8 +32,22 @@ struct translation {
   bool used = false;
   endpoint_name name{};
   tag_t tag = 0;
-  am::remote_endpoint* remote = nullptr;
+  /// The endpoint named, found on the first send (remote_of): mapping a name
+  /// does not map its process's region (shm::peer_regions).
+  mutable std::atomic<am::remote_endpoint*> remote{nullptr};
   uint64_t state = 0;  // the queue block state the name stands for: shm::alive_state(name.generation)
+
+  translation() = default;
+  translation(const translation& o)
+      : used(o.used), name(o.name), tag(o.tag), remote(o.remote.load(std::memory_order_relaxed)), state(o.state) {}
+  translation& operator=(const translation& o) {
+    used = o.used;
+    name = o.name;
+    tag = o.tag;
+    remote.store(o.remote.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    state = o.state;
+    return *this;
+  }
 };
 
 /// A message that must come back to handler 0, kept until the next poll.
@@ -173,6 +187,18 @@ bool has_pending(const endpoint_impl& e) noexcept;
 /// when a queue is full) and dropping replies, up to the last claim made
 /// before it died. Never runs a handler.
 void drain_freed(endpoint_impl& e) noexcept;
+
+/// The endpoint translation `t` names (used), found on first use: its
+/// process's region is mapped then. nullptr when it cannot be reached.
+inline am::remote_endpoint* remote_of(const endpoint_impl& e, const translation& t) noexcept {
+  // Acquire: pairs with the release below (another thread's first send).
+  am::remote_endpoint* r = t.remote.load(std::memory_order_acquire);
+  if (r) [[likely]]
+    return r;
+  r = e.proc->remote(am::source_id(static_cast<int>(t.name.rank), t.name.slot));
+  if (r) t.remote.store(r, std::memory_order_release);
+  return r;
+}
 
 /// Depth of handler calls on this thread (requests may not be sent from a handler).
 // initial-exec: a plain %fs-relative access instead of a __tls_get_addr call

@@ -63,6 +63,7 @@ process::process() {
   for (int r = 0; r < size_; ++r)
     if (r != rank_ && (cfg.force_net || job_->node(r) != job_->node(rank_))) net_rank_[static_cast<size_t>(r)] = 1, any_net = true;
   std::vector<int> fds = job_->take_region_fds();
+  peers_.reserve(static_cast<size_t>(size_));
   for (size_t r = 0; r < fds.size(); ++r) {
     if (net_rank_[r]) {
       ::close(fds[r]);  // another node: never mapped
@@ -70,7 +71,7 @@ process::process() {
     }
     peers_.attach(static_cast<int>(r), fds[r], region_.get());
   }
-  if (peers_.count() <= static_cast<size_t>(rank_) || !peers_.base(rank_)) {
+  if (!peers_.base(rank_)) {
     // A job of one or a launcher that passed no descriptors: map our own.
     peers_.attach(rank_, -1, region_.get());
   }
@@ -278,14 +279,14 @@ uint64_t process::check_local_peers(std::chrono::milliseconds every) noexcept {
   if (now - last < gap || !last_check_.compare_exchange_strong(last, now, std::memory_order_relaxed))
     return deaths();
   for (int r = 0; r < size_; ++r)
-    if (r != rank_ && peers_.base(r) && !known_dead(r) && ::kill(peers_.geometry(r).pid, 0) != 0 && errno == ESRCH)
+    if (r != rank_ && peers_.has(r) && !known_dead(r) && ::kill(peers_.geometry(r).pid, 0) != 0 && errno == ESRCH)
       found_dead(r, "has exited (its process is gone)");
   return deaths();
 }
 
 bool process::rank_failed(int rank) noexcept {
   if (rank < 0 || rank >= size_ || rank == rank_) return false;
-  if (!known_dead(rank) && peers_.base(rank) && ::kill(peers_.geometry(rank).pid, 0) != 0 && errno == ESRCH)
+  if (!known_dead(rank) && peers_.has(rank) && ::kill(peers_.geometry(rank).pid, 0) != 0 && errno == ESRCH)
     found_dead(rank, "has exited (its process is gone)");
   return known_dead(rank);
 }
@@ -296,7 +297,15 @@ bool process::quiesce_copies() noexcept {
   // (seq_cst) before this: a copy that starts later reads the new segment.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   for (int r = 0; r < size_; ++r) {
-    std::byte* base = peers_.base(r);
+    // Its counter is in its header: a peer we never sent to is mapped now
+    // (it may have sent to us, and be copying into our segment).
+    std::byte* base = nullptr;
+    try {
+      base = peers_.map(r);
+    } catch (const error& e) {
+      core::log_warning("releasing a segment: %s; the released memory is retired, never used again", e.what());
+      return false;
+    }
     if (!base) continue;
     auto& copying = reinterpret_cast<shm::region_header*>(base)->copying;
     const pid_t pid = peers_.geometry(r).pid;
@@ -331,9 +340,16 @@ remote_endpoint* process::make_remote(int rank, uint32_t slot) noexcept {
     cell.store(raw, std::memory_order_release);  // release: pairs with remote()'s acquire
     return raw;
   }
-  std::byte* base = peers_.base(rank);
+  // Mapped on first use (see shm::peer_regions).
+  std::byte* base = nullptr;
+  try {
+    base = peers_.map(rank);
+  } catch (const error& e) {
+    core::log_error("%s", e.what());
+    return nullptr;
+  }
   if (!base) return nullptr;
-  // The layout as checked when the region was mapped, not as its header says now.
+  // The layout as checked when the region was read, not as its header says now.
   const shm::region_geometry& g = peers_.geometry(rank);
   if (slot >= g.max_endpoints) return nullptr;
   std::lock_guard lock(mutex_);

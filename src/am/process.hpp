@@ -82,6 +82,14 @@ class process {
     return e ? e : make_remote(r, s);
   }
 
+  /// Whether endpoint slot `slot` can exist on `rank` (what remote() would
+  /// find), without mapping its region.
+  bool has_endpoint(int rank, uint32_t slot) const noexcept {
+    if (rank < 0 || rank >= size_ || slot >= max_slots_) return false;
+    if (over_net(rank)) return true;
+    return peers_.has(rank) && slot < peers_.geometry(rank).max_endpoints;
+  }
+
   /// The network protocol, or nullptr when every rank is reached through shared memory.
   net::network* net() noexcept { return net_.get(); }
   /// True when `rank` is reached through the network.
@@ -109,6 +117,13 @@ class process {
   /// still writes into the old one). False when one kept copying for 2 s
   /// (the old memory must then be retired, not reused).
   bool quiesce_copies() noexcept;
+  /// The program has left the job (its runtime is gone, after the last
+  /// barrier): segments of the region released from now on are retired
+  /// without waiting for copies, which would map the region of every process of the node
+  /// that this one never sent to (see shm::peer_regions). The memory is
+  /// never handed out again, so a late copy into it harms nothing.
+  void leaving() noexcept { leaving_.store(true, std::memory_order_relaxed); }
+  bool is_leaving() const noexcept { return leaving_.load(std::memory_order_relaxed); }
 
   // ---- ranks whose process is gone -------------------------------------
   /// Records that `rank`'s process is gone (`how`: "has exited", "is
@@ -179,6 +194,7 @@ class process {
 
   std::unique_ptr<std::atomic<bool>[]> dead_;  // by rank
   std::atomic<uint64_t> deaths_{0}, acknowledged_{0};
+  std::atomic<bool> leaving_{false};
   std::atomic<std::chrono::steady_clock::rep> last_death_{0};
   std::atomic<std::chrono::steady_clock::rep> last_check_{0};
   std::mutex dead_mutex_;  // one finder at a time: said once

@@ -39,6 +39,7 @@ runtime::~runtime() {
     } catch (...) {
     }
   }
+  impl_->proc.leaving();  // before the endpoint goes (see process::leaving)
 }
 
 int runtime::rank() const noexcept { return impl_->proc.rank(); }

@@ -735,21 +735,26 @@ static inline bool try_send_short(endpoint_impl& from, am::remote_endpoint& to, 
 /// True when translation `t` names an endpoint that may receive a message
 /// now; otherwise the message goes to handler 0 (unmapped entry, endpoint
 /// freed, process exited) and false comes back.
-static bool deliverable(endpoint_impl& e, const translation& t, message_op op, handler_index h, const uint32_t* args,
-                        unsigned nargs, size_t length, uint64_t offset) noexcept {
-  if (!t.used || !t.remote) [[unlikely]] {
+static am::remote_endpoint* deliverable(endpoint_impl& e, const translation& t, message_op op, handler_index h,
+                                        const uint32_t* args, unsigned nargs, size_t length, uint64_t offset) noexcept {
+  if (!t.used) [[unlikely]] {
     return_locally(e, return_reason::bad_entry, op, h, args, nargs, length, offset, endpoint_name{}, 0);
-    return false;
+    return nullptr;
+  }
+  am::remote_endpoint* to = remote_of(e, t);
+  if (!to) [[unlikely]] {  // its region could not be mapped (said in the log)
+    return_locally(e, return_reason::unreachable, op, h, args, nargs, length, offset, t.name, t.tag);
+    return nullptr;
   }
   // Relaxed: see queue_block.hpp and remote_endpoint::gone.
-  const bool gone = t.remote->gone.load(std::memory_order_relaxed);
+  const bool gone = to->gone.load(std::memory_order_relaxed);
   // Over the network the destination checks its state itself, on arrival.
-  if (gone || (!t.remote->net && t.remote->view.header->state.load(std::memory_order_relaxed) != t.state)) [[unlikely]] {
+  if (gone || (!to->net && to->view.header->state.load(std::memory_order_relaxed) != t.state)) [[unlikely]] {
     return_locally(e, gone ? return_reason::unreachable : return_reason::bad_endpoint, op, h, args, nargs, length,
                    offset, t.name, t.tag);
-    return false;
+    return nullptr;
   }
-  return true;
+  return to;
 }
 // send-stage: end
 
@@ -773,12 +778,13 @@ status endpoint::send_raw(int dest, message_kind kind, handler_index h, const ui
   // send-stage: locate
   translation& t = e.translations[static_cast<size_t>(dest)];
   // send-stage: checks
-  if (!deliverable(e, t, op_of(kind_for(kind, false)), h, args, nargs, length, offset)) [[unlikely]]
+  am::remote_endpoint* to = deliverable(e, t, op_of(kind_for(kind, false)), h, args, nargs, length, offset);
+  if (!to) [[unlikely]]
     return status::ok;
-  if (kind == message_kind::short_message && try_send_short(e, *t.remote, false, h, args, nargs, t.tag, t.state))
+  if (kind == message_kind::short_message && try_send_short(e, *to, false, h, args, nargs, t.tag, t.state))
     return status::ok;
   // send-stage: call (send_message itself, the slow path, is unmarked: "other")
-  return send_message(e, *t.remote, false, kind, h, args, nargs, data, length, offset, t.tag,
+  return send_message(e, *to, false, kind, h, args, nargs, data, length, offset, t.tag,
                       async ? when_full::give_up : when_full::poll_bundle, &t.name, t.state);
 }
 // send-stage: end
@@ -798,7 +804,8 @@ status endpoint::get_raw(int dest, handler_index h, const uint32_t* args, unsign
   if (h == 0 || !local.fn || local.accepts == role::request || local.payload == 0) [[unlikely]]
     return misuse("get: the handler that receives the data must be a reply handler taking a payload, set here");
   translation& t = e.translations[static_cast<size_t>(dest)];
-  if (!deliverable(e, t, message_op::request_long, h, args, nargs, length, source_offset)) [[unlikely]]
+  am::remote_endpoint* to = deliverable(e, t, message_op::request_long, h, args, nargs, length, source_offset);
+  if (!to) [[unlikely]]
     return status::ok;
   outgoing m{};
   m.kind = shm::packet_kind::get_request;
@@ -810,9 +817,9 @@ status endpoint::get_raw(int dest, handler_index h, const uint32_t* args, unsign
   m.offset = source_offset;
   m.aux = offset;
   m.tag = t.tag;
-  status s = t.remote->net ? send_net(e, *t.remote, m.kind, h, args, nargs, nullptr, length, source_offset, offset,
-                                      t.tag, when_full::poll_bundle, t.state)
-                           : enqueue(e, *t.remote, false, m, when_full::poll_bundle, t.state);
+  status s = to->net ? send_net(e, *to, m.kind, h, args, nargs, nullptr, length, source_offset, offset, t.tag,
+                                when_full::poll_bundle, t.state)
+                     : enqueue(e, *to, false, m, when_full::poll_bundle, t.state);
   if (s == status::not_sent || s == status::resource) {
     return_locally(e, s == status::not_sent ? return_reason::bad_endpoint : return_reason::unreachable,
                    message_op::request_long, h, args, nargs, length, source_offset, t.name, t.tag);

@@ -225,12 +225,40 @@ class pmix_job final : public job {
   // (measured: ranks left the fence while another node's had not entered).
   void barrier(const progress_fn& progress) override { fence(progress); }
 
+  /// Through one value per node: each rank's piece goes to its node's
+  /// lowest rank (PMIX_LOCAL, then a fence of the node), which publishes the
+  /// node's pieces as one value; after a fence of the job every rank reads
+  /// one value per node. (A Get per rank took 1.6 s of a 256-rank job's
+  /// start-up on one host: 65 536 Gets on 2 cores.)
   void allgather(const void* src, void* dst, size_t len, const progress_fn& progress) override {
     if (len > 0 && (!src || !dst)) throw error(status::bad_arg, "allgather", "null buffer with a non-zero length");
     const std::string key = "clump.c" + std::to_string(++collectives_);
-    put(key, src, len);
+    auto* out = static_cast<std::byte*>(dst);
+    const bool leader = rank_ == local_.front();
+    if (local_.size() > 1) {
+      if (!leader) put(key, src, len, PMIX_LOCAL);
+      fence(progress, node_procs_);
+    }
+    if (leader) {
+      std::vector<std::byte> node(local_.size() * len);
+      for (size_t i = 0; i < local_.size(); ++i) {
+        std::byte* at = node.data() + i * len;
+        if (local_[i] == rank_) {
+          if (len) std::memcpy(at, src, len);
+        } else {
+          get(key, local_[i], at, len);
+        }
+      }
+      put(key + "n", node.data(), node.size());
+    }
     fence(progress);
-    for (int r = 0; r < size_; ++r) get(key, r, static_cast<std::byte*>(dst) + static_cast<size_t>(r) * len, len);
+    std::vector<std::byte> node;
+    for (const std::vector<int>& ranks : nodes_) {
+      node.resize(ranks.size() * len);
+      get(key + "n", ranks.front(), node.data(), node.size());
+      for (size_t i = 0; i < ranks.size(); ++i)
+        if (len) std::memcpy(out + static_cast<size_t>(ranks[i]) * len, node.data() + i * len, len);
+    }
   }
 
   void broadcast(void* buf, size_t len, int root, const progress_fn& progress) override {
@@ -285,13 +313,15 @@ class pmix_job final : public job {
     return out;
   }
 
-  void put(const std::string& key, const void* data, size_t len) {
+  /// Publishes `key` for every rank (PMIX_GLOBAL), or for this node's only
+  /// (PMIX_LOCAL: a fence that collects data does not carry it elsewhere).
+  void put(const std::string& key, const void* data, size_t len, pmix_scope_t scope = PMIX_GLOBAL) {
     pmix_value_t v;
     PMIX_VALUE_CONSTRUCT(&v);
     v.type = PMIX_BYTE_OBJECT;
     v.data.bo.bytes = static_cast<char*>(const_cast<void*>(data));
     v.data.bo.size = len;
-    pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, key.c_str(), &v);
+    pmix_status_t rc = PMIx_Put(scope, key.c_str(), &v);
     if (rc != PMIX_SUCCESS) fail("PMIx_Put", rc, "of " + key);
     rc = PMIx_Commit();
     if (rc != PMIX_SUCCESS) fail("PMIx_Commit", rc, "of " + key);
@@ -362,6 +392,13 @@ class pmix_job final : public job {
       ++nodes;
     }
     node_count_ = nodes;
+    nodes_.assign(static_cast<size_t>(nodes), {});
+    for (int r = 0; r < size_; ++r) nodes_[static_cast<size_t>(node_of_[static_cast<size_t>(r)])].push_back(r);
+    for (int r : local_) {
+      pmix_proc_t p;
+      PMIX_LOAD_PROCID(&p, me_.nspace, static_cast<pmix_rank_t>(r));
+      node_procs_.push_back(p);
+    }
     // This node's, as its ranks passed them through the node's socket.
     for (const hello& x : own)
       if (std::memcmp(&hellos_[static_cast<size_t>(x.rank)], &x, sizeof x) != 0)
@@ -375,10 +412,12 @@ class pmix_job final : public job {
   /// on: a fence that fails, or a rank of this host that has exited while
   /// the others wait, ends the job (code 1), since no collective of it can
   /// complete now (and Slurm would leave the other nodes' ranks waiting).
-  void fence(const progress_fn& progress) {
+  /// `procs` empty: every rank, collecting what they put; else those ranks
+  /// (this node's), without collecting.
+  void fence(const progress_fn& progress, const std::vector<pmix_proc_t>& procs = {}) {
     pmix_info_t info;
     PMIX_INFO_CONSTRUCT(&info);
-    bool flag = true;
+    bool flag = procs.empty();
     PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &flag, PMIX_BOOL);
     struct done_t {
       std::atomic<bool> ready{false}, finished{false};
@@ -399,7 +438,8 @@ class pmix_job final : public job {
       if (*d->progress && d->progress->wake) d->progress->wake();
       d->finished.store(true, std::memory_order_release);  // the last touch: `done` may go now
     };
-    pmix_status_t rc = PMIx_Fence_nb(&all_, 1, &info, 1, cb, &done);
+    pmix_status_t rc = procs.empty() ? PMIx_Fence_nb(&all_, 1, &info, 1, cb, &done)
+                                     : PMIx_Fence_nb(procs.data(), procs.size(), &info, 1, cb, &done);
     if (rc != PMIX_SUCCESS) {
       PMIX_INFO_DESTRUCT(&info);
       fail("PMIx_Fence_nb", rc, "");
@@ -593,6 +633,8 @@ class pmix_job final : public job {
   std::vector<int> local_;
   std::vector<hello> hellos_;
   std::vector<int> node_of_;
+  std::vector<std::vector<int>> nodes_;  // each node's ranks, in order
+  std::vector<pmix_proc_t> node_procs_;  // this node's ranks, for its fences
   std::vector<int> region_fds_;
   std::vector<std::byte> key_;
 };

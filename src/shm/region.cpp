@@ -192,18 +192,32 @@ bool region::contains(const void* p, size_t n, uint64_t& offset) const noexcept 
 }
 
 peer_regions::~peer_regions() {
-  for (size_t i = 0; i < bases_.size(); ++i)
-    if (owned_[i] && bases_[i]) ::munmap(bases_[i], sizes_[i]);
+  for (size_t i = 0; i < count_; ++i) {
+    std::byte* b = bases_[i].load(std::memory_order_relaxed);
+    if (owned_[i] && b) ::munmap(b, geometry_[i].size);
+    if (fds_[i] >= 0) ::close(fds_[i]);
+  }
+}
+
+void peer_regions::reserve(size_t count) {
+  count_ = count;
+  geometry_ = std::make_unique<region_geometry[]>(count);
+  bases_ = std::make_unique<std::atomic<std::byte*>[]>(count);
+  fds_ = std::make_unique<int[]>(count);
+  owned_ = std::make_unique<bool[]>(count);
+  for (size_t i = 0; i < count; ++i) {
+    bases_[i].store(nullptr, std::memory_order_relaxed);
+    fds_[i] = -1;
+    owned_[i] = false;
+  }
 }
 
 void peer_regions::attach(int rank, int fd, const region* own) {
   auto r = static_cast<size_t>(rank);
-  if (bases_.size() <= r) {
-    bases_.resize(r + 1, nullptr);
-    sizes_.resize(r + 1, 0);
-    owned_.resize(r + 1, false);
+  if (r >= count_) {
+    if (fd >= 0) ::close(fd);
+    throw error(status::bad_arg, "attach shared region", "rank outside the job", rank);
   }
-  if (geometry_.size() <= r) geometry_.resize(r + 1);
   auto read_geometry = [](const region_header& h) {
     return region_geometry{h.size,         h.max_endpoints,        h.depth,     h.ring_bytes,
                            static_cast<uint32_t>(h.wake_base), h.queue_block_base, h.queue_block_stride,
@@ -211,27 +225,22 @@ void peer_regions::attach(int rank, int fd, const region* own) {
   };
   if (own && own->header().rank == rank) {
     if (fd >= 0) ::close(fd);
-    bases_[r] = own->base();
-    sizes_[r] = own->size();
     geometry_[r] = read_geometry(own->header());
+    bases_[r].store(own->base(), std::memory_order_release);
     return;
   }
+  // The header, read without mapping the region (see the class).
+  alignas(region_header) unsigned char bytes[sizeof(region_header)];
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(region_header))) {
+  if (::fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(sizeof(region_header)) ||
+      ::pread(fd, bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes)) {
     int e = errno;
     ::close(fd);
     throw error(status::resource, "attach shared region", "bad region descriptor: " + errno_text(e), rank);
   }
-  auto size = static_cast<size_t>(st.st_size);
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-  int e = errno;
-  ::close(fd);
-  if (p == MAP_FAILED)
-    throw error(status::resource, "map a peer's shared region",
-                errno_text(e) + "; the address space is short: lower CLUMP_SHM_REGION_SIZE", rank);
-  auto* h = static_cast<region_header*>(p);
+  const auto* h = reinterpret_cast<const region_header*>(bytes);
   if (h->magic != region_magic || h->version != region_version) {
-    ::munmap(p, size);
+    ::close(fd);
     throw error(status::resource, "attach shared region",
                 "the peer runs another clump version (region layout " + std::to_string(h->version) + ", ours " +
                     std::to_string(region_version) + "); rebuild every program of the job against one clump",
@@ -239,6 +248,7 @@ void peer_regions::attach(int rank, int fd, const region* own) {
   }
   // The layout another process says its region has: checked here, once, so
   // that nothing derived from it can reach outside the mapping.
+  const auto size = static_cast<size_t>(st.st_size);
   const region_geometry g = read_geometry(*h);
   auto pow2 = [](uint64_t v) { return v && (v & (v - 1)) == 0; };
   const uint64_t block = queue_block_bytes(g.depth, g.ring_bytes);
@@ -250,16 +260,37 @@ void peer_regions::attach(int rank, int fd, const region* own) {
                   g.queue_block_stride % cache_line == 0 && g.queue_block_stride < size &&
                   g.queue_block_base + g.queue_block_stride * g.max_endpoints <= g.heap_base && g.heap_base <= size;
   if (!ok) {
-    ::munmap(p, size);
+    ::close(fd);
     throw error(status::resource, "attach shared region",
                 "the peer's region header describes a layout that does not fit its region (corrupt, or not "
                 "clump's); refusing it",
                 rank);
   }
-  bases_[r] = static_cast<std::byte*>(p);
-  sizes_[r] = size;
-  owned_[r] = true;
+  std::lock_guard lock(mutex_);
+  if (fds_[r] >= 0) ::close(fds_[r]);
+  fds_[r] = fd;
   geometry_[r] = g;
+}
+
+std::byte* peer_regions::map(int rank) {
+  auto r = static_cast<size_t>(rank);
+  if (r >= count_) return nullptr;
+  if (std::byte* b = bases_[r].load(std::memory_order_acquire)) return b;
+  std::lock_guard lock(mutex_);
+  if (std::byte* b = bases_[r].load(std::memory_order_relaxed)) return b;
+  if (fds_[r] < 0) return nullptr;
+  // The size checked at attach: a region never changes size (the owner sizes
+  // it once), and a mapping never reaches past what was checked.
+  void* p = ::mmap(nullptr, geometry_[r].size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fds_[r], 0);
+  if (p == MAP_FAILED)
+    throw error(status::resource, "map a peer's shared region",
+                errno_text(errno) + "; the address space is short: lower CLUMP_SHM_REGION_SIZE", rank);
+  ::close(fds_[r]);
+  fds_[r] = -1;
+  owned_[r] = true;
+  mapped_.fetch_add(1, std::memory_order_relaxed);
+  bases_[r].store(static_cast<std::byte*>(p), std::memory_order_release);
+  return static_cast<std::byte*>(p);
 }
 
 }  // namespace clump::shm

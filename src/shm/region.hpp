@@ -131,7 +131,12 @@ class region {
   std::vector<free_block> free_;
 };
 
-/// The regions of the other processes of the node, mapped into this one.
+/// The regions of the other processes of the node. A peer's header is read
+/// (and checked) when its descriptor arrives, but its region is mapped only
+/// when this process first sends to it: a process of a node of P ranks that
+/// talks to a few of them maps a few regions, not P (page tables for P - 1
+/// regions in each of P processes were the largest cost of a 256-rank
+/// job's start-up).
 class peer_regions {
  public:
   peer_regions() = default;
@@ -139,21 +144,38 @@ class peer_regions {
   peer_regions(const peer_regions&) = delete;
   peer_regions& operator=(const peer_regions&) = delete;
 
-  /// Maps `fd` as rank `rank`'s region (closing fd), checking its header.
-  /// `own` is this process's region, used as is for its own rank.
+  /// Room for ranks 0 .. count-1; before any attach, never again after.
+  void reserve(size_t count);
+  /// Takes `fd` as rank `rank`'s region, reading and checking its header
+  /// (throws clump::error for a bad one). `own` is this process's region,
+  /// used as is (mapped already) for its own rank.
   void attach(int rank, int fd, const region* own);
-  std::byte* base(int rank) const noexcept {
-    return static_cast<size_t>(rank) < bases_.size() ? bases_[static_cast<size_t>(rank)] : nullptr;
+  /// Whether `rank` is a process of this node with a region here.
+  bool has(int rank) const noexcept {
+    return static_cast<size_t>(rank) < count_ && geometry_[static_cast<size_t>(rank)].size != 0;
   }
-  /// The checked layout of `rank`'s region (valid where base(rank) is not null).
+  /// `rank`'s region, mapped now if it was not yet; nullptr if it has none.
+  /// Throws clump::error if the mapping fails. Thread-safe.
+  std::byte* map(int rank);
+  /// `rank`'s region if it is mapped, else nullptr.
+  std::byte* base(int rank) const noexcept {
+    return static_cast<size_t>(rank) < count_ ? bases_[static_cast<size_t>(rank)].load(std::memory_order_acquire)
+                                              : nullptr;
+  }
+  /// The checked layout of `rank`'s region (valid where has(rank)).
   const region_geometry& geometry(int rank) const noexcept { return geometry_[static_cast<size_t>(rank)]; }
-  size_t count() const noexcept { return bases_.size(); }
+  size_t count() const noexcept { return count_; }
+  /// How many peers' regions are mapped (this process's own aside).
+  size_t mapped() const noexcept { return mapped_.load(std::memory_order_relaxed); }
 
  private:
-  std::vector<region_geometry> geometry_;
-  std::vector<std::byte*> bases_;
-  std::vector<size_t> sizes_;
-  std::vector<bool> owned_;
+  size_t count_ = 0;
+  std::unique_ptr<region_geometry[]> geometry_;
+  std::unique_ptr<std::atomic<std::byte*>[]> bases_;
+  std::unique_ptr<int[]> fds_;     // until mapped; -1 after
+  std::unique_ptr<bool[]> owned_;  // mapped here (not our own region)
+  std::atomic<size_t> mapped_{0};
+  std::mutex mutex_;  // guards map()
 };
 
 }  // namespace clump::shm
