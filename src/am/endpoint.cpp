@@ -192,6 +192,14 @@ int endpoint::map_any(const endpoint_name& name, tag_t tag) {
   throw error(status::resource, "map", "every translation entry is in use; raise the count first");
 }
 
+namespace detail {
+am::remote_endpoint* find_remote(const endpoint_impl& e, const translation& t) noexcept {
+  am::remote_endpoint* r = e.proc->remote(am::source_id(static_cast<int>(t.name.rank), t.name.slot));
+  if (r) t.remote.store(r, std::memory_order_release);
+  return r;
+}
+}  // namespace detail
+
 void endpoint::unmap(int index) {
   auto& t = impl_->translations;
   if (index < 0 || static_cast<size_t>(index) >= t.size() || !t[static_cast<size_t>(index)].used)
@@ -282,7 +290,7 @@ std::span<std::byte> endpoint::mapped_segment(int dest) const noexcept {
   const endpoint_impl& e = *impl_;
   if (dest < 0 || static_cast<size_t>(dest) >= e.translations.size()) return {};
   const translation& t = e.translations[static_cast<size_t>(dest)];
-  const am::remote_endpoint* to = t.used ? remote_of(e, t) : nullptr;
+  const am::remote_endpoint* to = remote_of(e, t);
   if (!to || to->net || !to->region_base) return {};
   uint64_t offset = 0, length = 0;
   if (!shm::read_segment(*to->view.header, offset, length)) return {};  // changing for long: died halfway?
@@ -295,7 +303,7 @@ void endpoint::wake(int dest) noexcept {
   const endpoint_impl& e = *impl_;
   if (dest < 0 || static_cast<size_t>(dest) >= e.translations.size()) return;
   const translation& t = e.translations[static_cast<size_t>(dest)];
-  const am::remote_endpoint* to = t.used ? remote_of(e, t) : nullptr;
+  const am::remote_endpoint* to = remote_of(e, t);
   if (!to || to->net) return;
   std::atomic<uint32_t>& w = shm::wake_word(to->view.request);
   // seq_cst: the writer's half of the handshake with a sleeper that checks

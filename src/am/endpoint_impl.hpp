@@ -188,16 +188,17 @@ bool has_pending(const endpoint_impl& e) noexcept;
 /// before it died. Never runs a handler.
 void drain_freed(endpoint_impl& e) noexcept;
 
-/// The endpoint translation `t` names (used), found on first use: its
+/// The endpoint translation `t` names (used), found on its first use: its
 /// process's region is mapped then. nullptr when it cannot be reached.
+[[gnu::cold, gnu::noinline]] am::remote_endpoint* find_remote(const endpoint_impl& e, const translation& t) noexcept;
+/// The same, from the table once found (an unused entry has none: unmap
+/// clears the entry whole).
 inline am::remote_endpoint* remote_of(const endpoint_impl& e, const translation& t) noexcept {
-  // Acquire: pairs with the release below (another thread's first send).
+  // Acquire: pairs with find_remote's release (another thread's first send).
   am::remote_endpoint* r = t.remote.load(std::memory_order_acquire);
   if (r) [[likely]]
     return r;
-  r = e.proc->remote(am::source_id(static_cast<int>(t.name.rank), t.name.slot));
-  if (r) t.remote.store(r, std::memory_order_release);
-  return r;
+  return t.used ? find_remote(e, t) : nullptr;
 }
 
 /// Depth of handler calls on this thread (requests may not be sent from a handler).

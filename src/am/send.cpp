@@ -737,13 +737,11 @@ static inline bool try_send_short(endpoint_impl& from, am::remote_endpoint& to, 
 /// freed, process exited) and false comes back.
 static am::remote_endpoint* deliverable(endpoint_impl& e, const translation& t, message_op op, handler_index h,
                                         const uint32_t* args, unsigned nargs, size_t length, uint64_t offset) noexcept {
-  if (!t.used) [[unlikely]] {
-    return_locally(e, return_reason::bad_entry, op, h, args, nargs, length, offset, endpoint_name{}, 0);
-    return nullptr;
-  }
   am::remote_endpoint* to = remote_of(e, t);
-  if (!to) [[unlikely]] {  // its region could not be mapped (said in the log)
-    return_locally(e, return_reason::unreachable, op, h, args, nargs, length, offset, t.name, t.tag);
+  if (!to) [[unlikely]] {
+    // Unmapped, or its region could not be mapped (said in the log).
+    if (t.used) return_locally(e, return_reason::unreachable, op, h, args, nargs, length, offset, t.name, t.tag);
+    else return_locally(e, return_reason::bad_entry, op, h, args, nargs, length, offset, endpoint_name{}, 0);
     return nullptr;
   }
   // Relaxed: see queue_block.hpp and remote_endpoint::gone.
