@@ -299,14 +299,9 @@ bool process::quiesce_copies() noexcept {
   for (int r = 0; r < size_; ++r) {
     // Its counter is in its header: a peer we never sent to is mapped now
     // (it may have sent to us, and be copying into our segment).
-    std::byte* base = nullptr;
-    try {
-      base = peers_.map(r);
-    } catch (const error& e) {
-      core::log_warning("releasing a segment: %s; the released memory is retired, never used again", e.what());
-      return false;
-    }
-    if (!base) continue;
+    if (!peers_.has(r)) continue;
+    std::byte* base = map_peer(r, "releasing a segment (its memory is retired, never used again)");
+    if (!base) return false;
     auto& copying = reinterpret_cast<shm::region_header*>(base)->copying;
     const pid_t pid = peers_.geometry(r).pid;
     for (unsigned round = 0;; ++round) {
@@ -325,6 +320,15 @@ bool process::quiesce_copies() noexcept {
   return true;
 }
 
+std::byte* process::map_peer(int rank, const char* doing) noexcept {
+  try {
+    return peers_.map(rank);
+  } catch (const error& e) {
+    core::log_error("%s: %s", doing, e.what());
+    return nullptr;
+  }
+}
+
 remote_endpoint* process::make_remote(int rank, uint32_t slot) noexcept {
   if (over_net(rank)) {
     // Over the network: no view; the owner checks slot and state on arrival.
@@ -340,14 +344,7 @@ remote_endpoint* process::make_remote(int rank, uint32_t slot) noexcept {
     cell.store(raw, std::memory_order_release);  // release: pairs with remote()'s acquire
     return raw;
   }
-  // Mapped on first use (see shm::peer_regions).
-  std::byte* base = nullptr;
-  try {
-    base = peers_.map(rank);
-  } catch (const error& e) {
-    core::log_error("%s", e.what());
-    return nullptr;
-  }
+  std::byte* base = map_peer(rank, "reaching a process of this node");  // on first use (shm::peer_regions)
   if (!base) return nullptr;
   // The layout as checked when the region was read, not as its header says now.
   const shm::region_geometry& g = peers_.geometry(rank);

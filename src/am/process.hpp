@@ -156,6 +156,9 @@ class process {
  private:
   process();
   remote_endpoint* make_remote(int rank, uint32_t slot) noexcept;
+  /// `rank`'s region, mapped now if it was not yet; nullptr when it has
+  /// none, or the mapping failed (logged, saying what this was `doing`).
+  std::byte* map_peer(int rank, const char* doing) noexcept;
 
   std::unique_ptr<shm::region> region_;
   std::unique_ptr<boot::job> job_;

@@ -480,6 +480,44 @@ int scenario_shared_quiet(clump::runtime& rt) {
 
 // ---- the blocking wait ------------------------------------------------------------
 
+/// How many distinct clump regions (memfd:clump-region) this process maps.
+int mapped_regions() {
+  std::FILE* f = std::fopen("/proc/self/maps", "r");
+  if (!f) return -1;
+  int n = 0;
+  char line[512];
+  while (std::fgets(line, sizeof line, f))
+    if (std::strstr(line, "/memfd:clump-region")) ++n;
+  std::fclose(f);
+  return n;
+}
+
+/// A process maps another's region only once messages flow between them:
+/// each rank sends to its right neighbour only (and answers its left one),
+/// so it maps its own region and theirs, whatever the job's size, although
+/// its runtime's translation table names every rank. (One node: -n only.)
+int scenario_lazy(clump::runtime& rt) {
+  int failures = 0;
+  clump::endpoint& ep = rt.endpoint();
+  const int n = rt.size(), me = rt.rank();
+  static int replies = 0;
+  auto pong = ep.on_reply([](clump::token&, uint32_t) { ++replies; });
+  auto ping = ep.on_request([pong](clump::token& t, uint32_t v) { (void)t.reply(pong, v); });
+  // Before the barrier: nobody has sent yet (they send after it).
+  const int before = mapped_regions();
+  CHECK(before == 1, "%d regions mapped after start-up (want 1: its own)", before);
+  rt.barrier();
+  if (n > 1) {
+    CHECK(ep.request((me + 1) % n, ping, 7u) == clump::status::ok, "request");
+    rt.wait_until([] { return replies == 1; });
+  }
+  rt.barrier();  // the left neighbour's request has been answered
+  const int after = mapped_regions(), want = std::min(n, 3);
+  CHECK(after == want, "%d regions mapped after talking to two neighbours (want %d)", after, want);
+  std::printf("lazy: rank %d maps %d regions of %d\n", me, after, n);
+  return failures;
+}
+
 int scenario_idle(clump::runtime& rt) {
   clump::endpoint& ep = rt.endpoint();
   std::atomic<bool> arrived{false};
@@ -787,7 +825,7 @@ int scenario_killed(clump::runtime& rt) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: am_conformance kinds|private|private_undumpable|shared_storm N|shared_quiet|errors|flood N|storm N|idle|parallel T N\n");
+    std::fprintf(stderr, "usage: am_conformance kinds|private|private_undumpable|shared_storm N|shared_quiet|errors|flood N|storm N|idle|lazy|parallel T N\n");
     return 2;
   }
   clump::runtime rt{argc, argv};
@@ -810,6 +848,7 @@ int main(int argc, char** argv) {
   else if (what == "errors") failed = scenario_errors(rt);
   else if (what == "flood") failed = scenario_flood(rt, arg);
   else if (what == "storm") failed = scenario_storm(rt, arg);
+  else if (what == "lazy") failed = scenario_lazy(rt);
   else if (what == "idle") failed = rt.size() >= 2 ? scenario_idle(rt) : (std::fprintf(stderr, "idle needs 2 ranks\n"), 1);
   else if (what == "worker") failed = rt.size() >= 2 ? scenario_worker(rt) : (std::fprintf(stderr, "worker needs 2 ranks\n"), 1);
   else if (what == "dead_peer") failed = rt.size() >= 2 ? scenario_dead_peer(rt) : (std::fprintf(stderr, "dead_peer needs 2 ranks\n"), 1);

@@ -96,6 +96,12 @@ TEST(dead_peer, sends_to_an_exited_process_come_back_unreachable_without_hanging
   EXPECT_NE(r.output.find("came back unreachable"), std::string::npos) << r.output;
 }
 
+TEST(memory, a_process_maps_only_the_regions_of_the_processes_it_talks_to) {
+  auto r = job(8, {"lazy"});
+  EXPECT_JOB_OK(r);
+  EXPECT_NE(r.output.find("lazy: rank 0 maps 3 regions of 8"), std::string::npos) << r.output;
+}
+
 TEST(wait, an_idle_wait_sleeps_and_wakes_promptly) {
   auto r = job(2, {"idle"});
   EXPECT_JOB_OK(r);
