@@ -107,10 +107,11 @@ bool send_fds(int sock, const hello* items, const int* fds, size_t n) {
   return ::sendmsg(sock, &m, MSG_NOSIGNAL) == static_cast<ssize_t>(n * sizeof(hello));
 }
 
-/// Receives up to `max` (hello, descriptor) pairs; returns how many, or -1.
-int recv_fds(int sock, hello* items, int* fds, size_t max) {
+/// Receives up to `max` (hello, descriptor) pairs within `wait_ms`; returns
+/// how many, or -1.
+int recv_fds(int sock, hello* items, int* fds, size_t max, int wait_ms) {
   pollfd p{sock, POLLIN, 0};
-  if (::poll(&p, 1, 30'000) != 1) return -1;
+  if (::poll(&p, 1, wait_ms) != 1) return -1;
   msghdr m{};
   iovec io{items, max * sizeof(hello)};
   m.msg_iov = &io;
@@ -545,6 +546,14 @@ class pmix_job final : public job {
                   who() + ": exchanging hellos and region descriptors with the ranks of this node: " + what);
     };
     const size_t n = local_.size();
+    // The ranks of a node start when the launcher gets to them: wait for
+    // them, but not for ever (CLUMP_JOIN_TIMEOUT_S).
+    const int wait_s = static_cast<int>(core::settings().join_timeout_s);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(wait_s);
+    auto left_ms = [&] {
+      const auto d = deadline - std::chrono::steady_clock::now();
+      return static_cast<int>(std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(d).count()));
+    };
     std::vector<hello> node(n);
     std::vector<int> fds(n, -1);
     auto index = [&](int r) { return static_cast<size_t>(std::lower_bound(local_.begin(), local_.end(), r) - local_.begin()); };
@@ -554,11 +563,13 @@ class pmix_job final : public job {
       std::vector<int> peers;
       for (size_t i = 1; i < n; ++i) {
         pollfd p{listener, POLLIN, 0};
-        if (::poll(&p, 1, 30'000) != 1) {
+        if (::poll(&p, 1, left_ms()) != 1) {
           std::string missing;
           for (size_t k = 1; k < n; ++k)
             if (fds[k] < 0) missing += (missing.empty() ? "" : ", ") + std::to_string(local_[k]);
-          broken(("rank(s) " + missing + " of this node did not connect in 30 s (exited before joining?)").c_str());
+          broken(("rank(s) " + missing + " of this node did not connect in " + std::to_string(wait_s) +
+                  " s (exited before joining? CLUMP_JOIN_TIMEOUT_S)")
+                     .c_str());
         }
         const int c = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
         if (c < 0) broken("accept failed");
@@ -569,7 +580,7 @@ class pmix_job final : public job {
         // A rank of this node, of our user, that is the process it says
         // (its pid as the kernel sees it), and not one already seen.
         if (::getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.uid != ::getuid() ||
-            recv_fds(c, &x, &fd, 1) != 1 || !std::binary_search(local_.begin(), local_.end(), x.rank) ||
+            recv_fds(c, &x, &fd, 1, std::max(left_ms(), 1000)) != 1 || !std::binary_search(local_.begin(), local_.end(), x.rank) ||
             x.rank == rank_ || cred.pid != x.pid || x.leader != leader || fds[index(x.rank)] >= 0)
           broken("a connection that is not one of this node's ranks");
         node[index(x.rank)] = x;
@@ -589,11 +600,13 @@ class pmix_job final : public job {
       socklen_t len = 0;
       const sockaddr_un a = node_socket_name(me_.nspace, leader, len);
       // The leader may not have started yet (no fence has passed): try
-      // again every millisecond, for 30 s at most.
-      for (int tries = 0; ::connect(s, reinterpret_cast<const sockaddr*>(&a), len) != 0; ++tries) {
-        if ((errno != ECONNREFUSED && errno != ENOENT) || tries >= 30'000)
-          broken(("cannot reach rank " + std::to_string(leader) + ", this node's lowest, in 30 s (" +
-                  std::strerror(errno) + "; exited before joining?)").c_str());
+      // again every millisecond until the deadline.
+      while (::connect(s, reinterpret_cast<const sockaddr*>(&a), len) != 0) {
+        if ((errno != ECONNREFUSED && errno != ENOENT) || left_ms() == 0)
+          broken(("cannot reach rank " + std::to_string(leader) + ", this node's lowest, in " +
+                  std::to_string(wait_s) + " s (" + std::strerror(errno) +
+                  "; exited before joining? CLUMP_JOIN_TIMEOUT_S)")
+                     .c_str());
         ::usleep(1000);
       }
       // The name is guessable: the socket must be of our user, and held by
@@ -604,7 +617,10 @@ class pmix_job final : public job {
         broken("the node's socket is held by another user");
       if (!send_fds(s, &mine, &own, 1)) broken("sending ours failed");
       for (size_t got = 0; got < n;) {
-        const int k = recv_fds(s, node.data() + got, fds.data() + got, std::min(fds_per_message, n - got));
+        // The leader answers once every rank of the node has come, by its
+        // own deadline (a little after ours, at most).
+        const int k = recv_fds(s, node.data() + got, fds.data() + got, std::min(fds_per_message, n - got),
+                               left_ms() + 5000);
         if (k <= 0) broken("receiving them failed");
         got += static_cast<size_t>(k);
       }

@@ -123,6 +123,10 @@ const setting_def registry[] = {
      "fault injection for tests: drop=P,dup=P,reorder=P,delay=P,delay_us=N,dir=in|out|both,seed=N (P a "
      "probability per datagram)",
      false},
+    {"CLUMP_JOIN_TIMEOUT_S", setting_type::integer, "30",
+     "under srun or mpirun: how long a rank waits for the other ranks of its host to join; one that never "
+     "starts, or exits before it joins, ends the job after this long (1 to 3600)",
+     false},
     {"CLUMP_BOOT_FD", setting_type::integer, "-1", "socket to clumprun (set by clumprun)", true},
     {"CLUMP_RANK", setting_type::integer, "0", "this process's rank (set by clumprun)", true},
     {"CLUMP_SIZE", setting_type::integer, "1", "number of ranks in the job (set by clumprun)", true},
@@ -264,6 +268,7 @@ config parse() {
   c.cma_max = size("CLUMP_CMA_MAX", 0, 4 * gib);
   c.cma_split = size("CLUMP_CMA_SPLIT", 0, 4 * gib);
   std::string why;
+  c.join_timeout_s = static_cast<uint32_t>(integer("CLUMP_JOIN_TIMEOUT_S", 1, 3600));
   if (!parse_fault_plan(raw("CLUMP_NET_FAULT"), c.net_fault, why))
     bad_setting("CLUMP_NET_FAULT: %s (e.g. drop=0.1,dup=0.05,reorder=0.05,seed=7)", why.c_str());
   c.boot_fd = static_cast<int>(integer("CLUMP_BOOT_FD", -1, INT32_MAX));

@@ -39,6 +39,7 @@ struct config {
   uint32_t net_rto_min_us;       // lower bound of the retransmission timeout
   std::string net_address;       // IPv4 address to bind, or "auto"
   int net_auth;                  // CLUMP_NET_AUTH: 0 auto (when the job spans hosts), 1 on, 2 off
+  uint32_t join_timeout_s;       // under a PMIx launcher: wait for the ranks of this host to join
   size_t cma_max;                // CLUMP_CMA_MAX: long messages into private segments by cross-memory attach up to this size
   size_t cma_split;              // CLUMP_CMA_SPLIT: blocking long requests from this size copied half by each side
   struct fault_plan {

@@ -27,6 +27,7 @@ foreach(bad "CLUMP_SEGMENT_SIZE=-1|CLUMP_SEGMENT_SIZE=-1 is not a size"
             "CLUMP_SHM_QUEUE_DEPTH=99999999999999999999|CLUMP_SHM_QUEUE_DEPTH=99999999999999999999 is out of range"
             "CLUMP_NET_WINDOW=-1|CLUMP_NET_WINDOW=-1 is out of range"
             "CLUMP_NET_TIMEOUT_MS=5|CLUMP_NET_TIMEOUT_MS=5 must be 0 \\(never\\) or between 100"
+            "CLUMP_JOIN_TIMEOUT_S=0|CLUMP_JOIN_TIMEOUT_S=0 is out of range"
             "CLUMP_NET_FAULT=delay_us=-1|delay_us=-1 is not a whole number")
   string(REPLACE "|" ";" parts "${bad}")
   list(GET parts 0 setting)
