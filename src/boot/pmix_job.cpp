@@ -13,6 +13,8 @@
 #include <pmix.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -85,46 +87,71 @@ struct hello {
 /// in clear, says nothing of it.
 constexpr size_t sealed_key_bytes = 32 + 48;  // key + crypto_box_SEALBYTES
 
+/// A rank's line on its node's board (shared memory of the node's ranks):
+/// how many fences it has entered. A launcher may complete a fence without
+/// a rank that has died or finalized (OpenMPI 4.1.4's mpirun across hosts
+/// does); the board lets the rank's node see that it never entered.
+struct alignas(64) board_slot {
+  std::atomic<uint64_t> entered{0};
+};
+
 // ---- descriptors between the ranks of one node -------------------------------------
 
 /// Descriptors per message: the kernel takes at most 253 (SCM_MAX_FD) in one.
 constexpr size_t fds_per_message = 200;
 
-/// Sends n hellos, with the descriptor that goes with each, in one message.
-bool send_fds(int sock, const hello* items, const int* fds, size_t n) {
+/// Sends n hellos, with the descriptor that goes with each, in one message;
+/// and `extra`, when it is not -1, after them (the node's board).
+bool send_fds(int sock, const hello* items, const int* fds, size_t n, int extra = -1) {
   msghdr m{};
   iovec io{const_cast<hello*>(items), n * sizeof(hello)};
   m.msg_iov = &io;
   m.msg_iovlen = 1;
-  std::vector<char> control(CMSG_SPACE(n * sizeof(int)));
+  const size_t k = n + (extra >= 0 ? 1 : 0);
+  std::vector<char> control(CMSG_SPACE(k * sizeof(int)));
   m.msg_control = control.data();
   m.msg_controllen = control.size();
   cmsghdr* c = CMSG_FIRSTHDR(&m);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(n * sizeof(int));
+  c->cmsg_len = CMSG_LEN(k * sizeof(int));
   std::memcpy(CMSG_DATA(c), fds, n * sizeof(int));
+  if (extra >= 0) std::memcpy(CMSG_DATA(c) + n * sizeof(int), &extra, sizeof(int));
   return ::sendmsg(sock, &m, MSG_NOSIGNAL) == static_cast<ssize_t>(n * sizeof(hello));
 }
 
-/// Receives up to `max` (hello, descriptor) pairs within `wait_ms`; returns
-/// how many, or -1.
-int recv_fds(int sock, hello* items, int* fds, size_t max, int wait_ms) {
+/// Receives up to `max` (hello, descriptor) pairs within `wait_ms`, and,
+/// where `extra` is given, the one descriptor that may follow them (-1 when
+/// none did); returns how many pairs, or -1.
+int recv_fds(int sock, hello* items, int* fds, size_t max, int wait_ms, int* extra = nullptr) {
   pollfd p{sock, POLLIN, 0};
   if (::poll(&p, 1, wait_ms) != 1) return -1;
   msghdr m{};
   iovec io{items, max * sizeof(hello)};
   m.msg_iov = &io;
   m.msg_iovlen = 1;
-  std::vector<char> control(CMSG_SPACE(max * sizeof(int)));
+  std::vector<char> control(CMSG_SPACE((max + 1) * sizeof(int)));
   m.msg_control = control.data();
   m.msg_controllen = control.size();
   const ssize_t got = ::recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
   if (got <= 0 || got % sizeof(hello) || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) return -1;
   const size_t n = static_cast<size_t>(got) / sizeof(hello);
   cmsghdr* c = CMSG_FIRSTHDR(&m);
-  if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(n * sizeof(int))) return -1;
+  if (!c || c->cmsg_type != SCM_RIGHTS) return -1;
+  const bool more = c->cmsg_len == CMSG_LEN((n + 1) * sizeof(int));
+  if (c->cmsg_len != CMSG_LEN(n * sizeof(int)) && !more) return -1;
   std::memcpy(fds, CMSG_DATA(c), n * sizeof(int));
+  if (more) {
+    int x = -1;
+    std::memcpy(&x, CMSG_DATA(c) + n * sizeof(int), sizeof(int));
+    if (!extra) {
+      ::close(x);
+      return -1;
+    }
+    *extra = x;
+  } else if (extra) {
+    *extra = -1;
+  }
   return static_cast<int>(n);
 }
 
@@ -198,6 +225,7 @@ class pmix_job final : public job {
   }
 
   ~pmix_job() override {
+    if (board_) ::munmap(board_, local_.size() * sizeof(board_slot));
     for (int fd : region_fds_)
       if (fd >= 0) ::close(fd);
     if (PMIx_Initialized()) PMIx_Finalize(nullptr, 0);
@@ -415,7 +443,11 @@ class pmix_job final : public job {
   /// complete now (and Slurm would leave the other nodes' ranks waiting).
   /// `procs` empty: every rank, collecting what they put; else those ranks
   /// (this node's), without collecting.
-  void fence(const progress_fn& progress, const std::vector<pmix_proc_t>& procs = {}) {
+  void fence(const progress_fn& progress, const std::vector<pmix_proc_t>& procs = {}, bool confirming = false) {
+    // Every rank of a node enters the same fences in the same order (the
+    // job's and the node's): each counts them on the board as it enters.
+    ++fences_;
+    if (board_) board_[local_index()].entered.store(fences_, std::memory_order_release);
     pmix_info_t info;
     PMIX_INFO_CONSTRUCT(&info);
     bool flag = procs.empty();
@@ -476,17 +508,48 @@ class pmix_job final : public job {
     }
     while (!done.finished.load(std::memory_order_acquire)) std::this_thread::yield();
     PMIX_INFO_DESTRUCT(&info);
-    if (done.rc == PMIX_SUCCESS) return;
-    // A rank has ended or died, or the launcher is ending the job. Give the
-    // launcher a moment to end this rank itself, so that its exit code (a
-    // rank's own, or its signal's) is the job's; then end the job.
-    core::log_error("%s: PMIx_Fence failed (%s): a rank has ended or died, or the launcher is ending the job",
-                    who().c_str(), PMIx_Error_string(done.rc));
+    if (done.rc != PMIX_SUCCESS) {
+      core::log_error("%s: PMIx_Fence failed (%s): a rank has ended or died, or the launcher is ending the job",
+                      who().c_str(), PMIx_Error_string(done.rc));
+      cannot_go_on("a failed PMIx_Fence");
+    }
+    // The fence is complete: had every rank of this node entered it?
+    for (size_t i = 0; board_ && i < local_.size(); ++i) {
+      if (board_[i].entered.load(std::memory_order_acquire) >= fences_) continue;
+      core::log_error("%s: the launcher completed a PMIx_Fence that rank %d of this host never entered (it has "
+                      "ended or died)",
+                      who().c_str(), local_[i]);
+      cannot_go_on("a fence completed without a rank");
+    }
+    // Only this node can see that one of its ranks was missing: across
+    // nodes, a second fence, which its ranks then do not enter, keeps the
+    // others' from passing the barrier while the launcher ends the job.
+    if (procs.empty() && node_count_ > 1 && !confirming) fence(progress, procs, true);
+  }
+
+  /// Gives the launcher a moment to end this rank itself, so that its exit
+  /// code (a rank's own, or its signal's) is the job's; then ends the job.
+  [[noreturn]] void cannot_go_on(const char* what) {
     std::fflush(nullptr);
     for (int i = 0; i < 30; ++i) ::usleep(100'000);
-    core::log_error("%s: the launcher has not ended the job after a failed PMIx_Fence: ending it (code 1)",
-                    who().c_str());
+    core::log_error("%s: the launcher has not ended the job after %s: ending it (code 1)", who().c_str(), what);
     end_job(1, "clump: a barrier or collective cannot complete");
+  }
+
+  size_t local_index() const {
+    return static_cast<size_t>(std::lower_bound(local_.begin(), local_.end(), rank_) - local_.begin());
+  }
+
+  /// Maps the node's board (one line per rank of the node), from the
+  /// node's lowest rank.
+  bool map_board(int fd) {
+    const size_t bytes = local_.size() * sizeof(board_slot);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != bytes) return false;
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return false;
+    board_ = static_cast<board_slot*>(p);
+    return true;
   }
 
   /// The job's datagram key (CLUMP_NET_AUTH: auto, when the job spans
@@ -588,12 +651,17 @@ class pmix_job final : public job {
         peers.push_back(c);
       }
       ::close(listener);
+      const int board = ::memfd_create("clump-board", MFD_CLOEXEC);
+      if (board < 0 || ::ftruncate(board, static_cast<off_t>(n * sizeof(board_slot))) != 0 || !map_board(board))
+        broken(("cannot make the node's board: " + std::string(std::strerror(errno))).c_str());
       for (int c : peers) {
         for (size_t at = 0; at < n; at += fds_per_message)
-          if (!send_fds(c, node.data() + at, fds.data() + at, std::min(fds_per_message, n - at)))
+          if (!send_fds(c, node.data() + at, fds.data() + at, std::min(fds_per_message, n - at),
+                        at == 0 ? board : -1))
             broken("sending them failed");
         ::close(c);
       }
+      ::close(board);
     } else {
       const int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
       if (s < 0) broken(std::strerror(errno));
@@ -616,14 +684,19 @@ class pmix_job final : public job {
       if (::getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.uid != ::getuid())
         broken("the node's socket is held by another user");
       if (!send_fds(s, &mine, &own, 1)) broken("sending ours failed");
+      int board = -1;
       for (size_t got = 0; got < n;) {
         // The leader answers once every rank of the node has come, by its
-        // own deadline (a little after ours, at most).
+        // own deadline (a little after ours, at most); its first message
+        // carries the node's board.
         const int k = recv_fds(s, node.data() + got, fds.data() + got, std::min(fds_per_message, n - got),
-                               left_ms() + 5000);
+                               left_ms() + 5000, got == 0 ? &board : nullptr);
         if (k <= 0) broken("receiving them failed");
         got += static_cast<size_t>(k);
       }
+      const bool mapped = board >= 0 && map_board(board);
+      if (board >= 0) ::close(board);
+      if (!mapped) broken("the node's lowest rank sent no board, or it cannot be mapped");
       ::close(s);
       for (size_t i = 0; i < n; ++i)
         if (node[i].rank != local_[i] || node[i].leader != leader)
@@ -646,6 +719,8 @@ class pmix_job final : public job {
   int rank_ = 0, size_ = 1, node_count_ = 1;
   uint64_t id_ = 0;
   uint64_t collectives_ = 0;
+  uint64_t fences_ = 0;            // fences this rank has entered
+  board_slot* board_ = nullptr;    // this node's board (none when alone on it)
   std::vector<int> local_;
   std::vector<hello> hellos_;
   std::vector<int> node_of_;
