@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <fmt/format.h>
 
 #include <cstdlib>
 
@@ -16,6 +17,7 @@
 #include "boot/pmix.hpp"
 #include "core/settings.hpp"
 #include "net/auth.hpp"
+#include "ofi/fabric.hpp"
 #include "shm/queue_block.hpp"
 
 namespace {
@@ -89,8 +91,14 @@ int main(int argc, char** argv) {
     fmt::print("datagram authentication (CLUMP_NET_AUTH): {}\n",
                *crypto ? crypto : "not available (built without libsodium: install libsodium-dev and rebuild)");
     const char* pmix = clump::boot::pmix_library();
-    fmt::print("PMIx, for jobs started by srun and mpirun: {}\n\n",
+    fmt::print("PMIx, for jobs started by srun and mpirun: {}\n",
                *pmix ? pmix : "not available (built without PMIx: install libpmix-dev and rebuild)");
+    // Listed only: no job runs over libfabric yet (issue 16).
+    std::string why;
+    const std::vector<std::string> providers = clump::ofi::rdm_providers(why);
+    fmt::print("libfabric (not used by jobs yet): {}; reliable-datagram providers: {}\n\n",
+               *clump::ofi::library() ? clump::ofi::library() : "not available",
+               providers.empty() ? "none (" + why + ")" : fmt::format("{}", fmt::join(providers, ", ")));
   }
   if (all || settings) print_settings();
   if (all) fmt::print("\n");

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "am/endpoint_impl.hpp"
+#include "am/returns.hpp"
 #include "am/send.hpp"
 #include "core/settings.hpp"
 #include "shm/wake.hpp"

@@ -11,6 +11,7 @@
 
 #include "am/cma.hpp"
 #include "am/endpoint_impl.hpp"
+#include "am/returns.hpp"
 #include "am/send.hpp"
 #include "core/log.hpp"
 #include "shm/queue.hpp"
@@ -22,68 +23,6 @@ thread_local int handler_depth [[gnu::tls_model("initial-exec")]] = 0;
 namespace {
 
 using shm::packet_kind;
-
-/// Runs handler 0 (C handler, C++ callback, or the default that aborts).
-void run_returned(endpoint_impl& e, const returned_message& m) noexcept {
-  e.returned.add(1, e.parallel);
-  const handler_entry& h0 = e.handlers[0];
-  ++handler_depth;
-  if (h0.fn) {
-    token t;
-    t.ep_ = &e;
-    // The token names the endpoint the message was going to.
-    t.source_ = am::source_id(static_cast<int>(m.destination.rank), m.destination.slot);
-    t.source_gen_ = shm::gen32(m.destination.generation);
-    t.tag_ = m.tag;
-    t.returned_ = &m;
-    h0.fn(h0.ctx, t, m.args.data(), static_cast<unsigned>(m.args.size()), nullptr, 0);
-  } else if (e.on_returned) {
-    e.on_returned(m);
-  } else if (m.op >= message_op::reply) {
-    // A reply that came back to an endpoint without handler 0: its
-    // requester is gone or refused it; the replier has nothing left to do.
-    core::log_warning("a reply to handler %u (%zu payload bytes) came back undelivered: %s; dropped (no handler 0 "
-                      "is set on this endpoint)",
-                      m.handler, m.length, to_string(m.reason));
-  } else {
-    core::fatal("a message to handler %u (%zu payload bytes) came back undelivered: %s; no handler 0 is set on "
-                "this endpoint (set one with endpoint::on_returned or AM_SetHandler(ep, 0, ...) to handle it)",
-                m.handler, m.length, to_string(m.reason));
-  }
-  --handler_depth;
-}
-
-endpoint_name own_name(const endpoint_impl& e) noexcept {
-  return {e.proc->job_id(), static_cast<uint32_t>(e.proc->rank()), e.slot, e.generation};
-}
-
-/// Sends the packet back to its sender's handler 0, a request or a reply
-/// (AM-2: handler 0 gets AM_REPLY_* opcodes too).
-[[gnu::cold]] void reject(endpoint_impl& e, const shm::packet& p, const uint32_t* args, unsigned nargs,
-                          uint64_t offset, return_reason why) noexcept {
-  if (p.kind == packet_kind::returned) {
-    core::log_error("dropped a returned message that could not be delivered either (%s)", to_string(why));
-    return;
-  }
-  if (p.kind == packet_kind::long_piece || p.kind == packet_kind::long_piece_reply) return;  // the last piece reports
-  pending_return r{};
-  r.reason = why;
-  r.op = op_of(p.kind);
-  r.handler = p.handler;
-  r.nargs = static_cast<uint8_t>(nargs);
-  std::memcpy(r.args, args, nargs * sizeof(uint32_t));
-  r.length = p.length;
-  r.offset = offset;
-  r.destination = own_name(e);
-  r.tag = p.tag;
-  r.to_gen = p.src_gen;
-  if (!e.proc->remote(p.source)) {
-    core::log_error("dropped a message from unknown endpoint %u (rank %d): %s", p.source, am::source_rank(p.source),
-                    to_string(why));
-    return;
-  }
-  send_return(e, p.source, r);
-}
 
 /// A packet's shape, checked: where its lines and payload are. Another
 /// process wrote it, so nothing in it is used before it is checked here.
@@ -150,8 +89,7 @@ struct shape {
     return "a piece of a long message not staged";
   }
   if (kind == packet_kind::returned) {
-    const uint64_t reason = s.tail->aux & 0xff, op = (s.tail->aux >> 8) & 0xff;
-    if (reason < 1 || reason > 10 || op < 1 || op > 6) return "a returned message with no valid reason";
+    if (!returned_aux_valid(s.tail->aux)) return "a returned message with no valid reason";
   }
   return nullptr;
 }
@@ -319,8 +257,8 @@ void settle_unclaimed(endpoint_impl& e, const shm::packet& p, const shape& sh) n
   }
 
   if (kind == packet_kind::returned) {
-    returned_message m{static_cast<return_reason>(sh.tail->aux & 0xff),
-                       static_cast<message_op>((sh.tail->aux >> 8) & 0xff),
+    returned_message m{returned_reason(sh.tail->aux),
+                       returned_op(sh.tail->aux),
                        p.handler,
                        std::span<const uint32_t>(args, nargs),
                        p.length,
@@ -495,44 +433,6 @@ unsigned poll_requests(endpoint_impl& e, unsigned budget) noexcept {
 
 unsigned poll_replies(endpoint_impl& e, unsigned budget) noexcept {
   return poll_guarded(e, e.own.reply, e.reply_head, e.reply_busy, budget);
-}
-
-void return_locally(endpoint_impl& e, return_reason why, message_op op, handler_index h, const uint32_t* args,
-                    unsigned nargs, size_t length, uint64_t offset, const endpoint_name& dest, tag_t tag) noexcept {
-  pending_return r{};
-  r.reason = why;
-  r.op = op;
-  r.handler = h;
-  r.nargs = static_cast<uint8_t>(std::min<unsigned>(nargs, max_args));
-  if (args) std::memcpy(r.args, args, r.nargs * sizeof(uint32_t));
-  r.length = length;
-  r.offset = offset;
-  r.destination = dest;
-  r.tag = tag;
-  r.to_gen = shm::gen32(e.generation);
-  std::lock_guard lock(e.returns_mutex);
-  e.local_returns.push_back(r);
-  // Relaxed: the mutex orders the list; the flag only prompts the next poll.
-  e.has_returns.store(true, std::memory_order_relaxed);
-}
-
-unsigned deliver_returns(endpoint_impl& e) noexcept {
-  std::vector<pending_return> local;
-  {
-    std::lock_guard lock(e.returns_mutex);
-    local.swap(e.local_returns);
-    auto keep = std::remove_if(e.outbox.begin(), e.outbox.end(),
-                               [&](const endpoint_impl::deferred& d) { return try_send_return(e, d.to, d.r); });
-    e.outbox.erase(keep, e.outbox.end());
-    e.has_outbox.store(!e.outbox.empty(), std::memory_order_relaxed);
-    e.has_returns.store(false, std::memory_order_relaxed);
-  }
-  for (const pending_return& r : local) {
-    returned_message m{r.reason, r.op, r.handler, std::span<const uint32_t>(r.args, r.nargs), r.length, r.offset,
-                       r.destination, r.tag};
-    run_returned(e, m);
-  }
-  return static_cast<unsigned>(local.size());
 }
 
 bool has_pending(const endpoint_impl& e) noexcept {

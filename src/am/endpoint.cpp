@@ -10,6 +10,7 @@
 #include <string>
 
 #include "am/endpoint_impl.hpp"
+#include "am/returns.hpp"
 #include "am/send.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"

@@ -175,11 +175,6 @@ void sleep_bundle(bundle_impl& b, std::chrono::nanoseconds timeout, const std::f
 /// Runs handlers of one queue; returns how many messages it handled.
 unsigned poll_requests(endpoint_impl& e, unsigned budget) noexcept;
 unsigned poll_replies(endpoint_impl& e, unsigned budget) noexcept;
-/// Delivers returns found at the sender and retries deferred ones.
-unsigned deliver_returns(endpoint_impl& e) noexcept;
-/// Records a message that did not leave this process; handler 0 gets it at the next poll.
-void return_locally(endpoint_impl& e, return_reason why, message_op op, handler_index h, const uint32_t* args,
-                    unsigned nargs, size_t length, uint64_t offset, const endpoint_name& dest, tag_t tag) noexcept;
 /// True when some queue of `e` has claims not yet handled, or returns wait.
 bool has_pending(const endpoint_impl& e) noexcept;
 /// After `e` has marked itself dead (seq_cst): takes what its queues hold,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "am/returns.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"
 #include "shm/queue.hpp"
@@ -94,8 +95,8 @@ bool net_sink::give_back(int peer, const net::message_header& m, const uint32_t*
   uint64_t state = 0;
   remote_endpoint* own = meant(p_, m.src_slot, m.src_gen, state);
   if (!own) return true;
-  const uint64_t aux = static_cast<uint64_t>(return_reason::unreachable) |
-                       (static_cast<uint64_t>(detail::op_of(static_cast<shm::packet_kind>(m.kind))) << 8);
+  const uint64_t aux =
+      detail::returned_aux(return_reason::unreachable, detail::op_of(static_cast<shm::packet_kind>(m.kind)));
   const uint64_t offset = net::is_long(kind) || kind == msg_kind::get_request ? m.offset : 0;
   return detail::inject(*own, true, source_id(peer, m.dst_slot), shm::gen32(m.dst_gen), shm::packet_kind::returned,
                         m.handler, args, m.nargs, m.length, offset, m.tag, aux, nullptr, 0,

@@ -19,6 +19,7 @@
 
 #include "am/endpoint_impl.hpp"
 #include "am/net_bridge.hpp"
+#include "am/returns.hpp"
 #include "boot/pmix.hpp"
 #include "shm/wake.hpp"
 #include "core/log.hpp"
@@ -214,7 +215,7 @@ void process::defer_net_return(int peer, const net::message_header& m, const uin
   r.m.tag = m.tag;
   const auto kind = static_cast<net::msg_kind>(m.kind);
   r.m.offset = net::is_long(kind) || kind == net::msg_kind::get_request ? m.offset : 0;
-  r.m.aux = reason | (static_cast<uint64_t>(detail::op_of(static_cast<shm::packet_kind>(m.kind))) << 8);
+  r.m.aux = detail::returned_aux(static_cast<return_reason>(reason), detail::op_of(static_cast<shm::packet_kind>(m.kind)));
   std::lock_guard lock(net_returns_mutex_);
   net_returns_.push_back(std::move(r));
   has_net_work_.store(true, std::memory_order_relaxed);

@@ -13,6 +13,7 @@
 
 #include "am/cma.hpp"
 #include "am/net_bridge.hpp"
+#include "am/returns.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"
 #include "core/tsan.hpp"
@@ -243,13 +244,6 @@ packet_kind kind_for(message_kind k, bool reply) noexcept {
 
 }  // namespace
 
-/// The destination's name for handler 0 (cold: only when a message comes back).
-[[gnu::cold]] static endpoint_name name_or(const endpoint_impl& from, const am::remote_endpoint& to,
-                                    const endpoint_name* known, uint64_t expect) noexcept {
-  return known ? *known
-               : name_of(from, am::source_id(to.rank, to.slot), shm::gen32(shm::generation_of(expect)));
-}
-
 message_op op_of(packet_kind k) noexcept {
   switch (k) {
     case packet_kind::short_request: return message_op::request;
@@ -462,10 +456,10 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
   m.length = static_cast<uint32_t>(length);
   const message_op op = op_of(m.kind);
   // A message that cannot be delivered: back to handler 0, a reply as a
-  // request (AM-2's AM_REPLY_* opcodes; see dispatch.cpp's run_returned for
+  // request (AM-2's AM_REPLY_* opcodes; see returns.cpp's run_returned for
   // an endpoint without handler 0).
   auto undeliverable = [&](return_reason why) {
-    return_locally(from, why, op, h, args, nargs, length, offset, name_or(from, to, dest_name, expect), tag);
+    return_locally(from, why, op, h, args, nargs, length, offset, destination_name(from, to, dest_name, expect), tag);
     return status::ok;
   };
   status s = status::ok;
@@ -580,116 +574,6 @@ inject_result inject(am::remote_endpoint& to, bool reply, uint32_t source, uint3
     case claim_result::gone: break;
   }
   return inject_result::gone;
-}
-
-namespace {
-
-/// Sends returned message `r` as endpoint `from_id` (generation `from_gen`)
-/// back to endpoint `to_id`, once, without waiting. True when it is sent or
-/// can never be (its sender is gone: dropped with a warning); false when the
-/// queue or window is full. `from` may be null: an endpoint freed since
-/// (see adopt_returns).
-bool return_once(am::process& proc, endpoint_impl* from, uint32_t from_id, uint64_t from_gen, uint32_t to_id,
-                 const pending_return& r) noexcept {
-  am::remote_endpoint* to = proc.remote(to_id);
-  if (!to) return true;  // nowhere to send it; dropped (logged by the caller)
-  const uint64_t aux = static_cast<uint64_t>(r.reason) | (static_cast<uint64_t>(r.op) << 8);
-  auto dropped = [&](const char* why) {
-    core::log_warning("a message returned to rank %d (%s) was dropped: %s", to->rank, to_string(r.reason), why);
-    return true;
-  };
-  if (to->net) {
-    // Relaxed: what the sender told us of itself (net_bridge.cpp).
-    const uint64_t gen = to->peer_gen.load(std::memory_order_relaxed);
-    if (shm::gen32(gen) != r.to_gen) return dropped("its sender no longer exists");
-    status s;
-    if (from) {
-      s = send_net(*from, *to, packet_kind::returned, r.handler, r.args, r.nargs, nullptr, r.length, r.offset, aux,
-                   r.tag, when_full::give_up, shm::alive_state(gen));
-    } else {
-      net::message_header m{};
-      m.kind = static_cast<uint8_t>(packet_kind::returned);
-      m.handler = r.handler;
-      m.nargs = r.nargs;
-      m.src_slot = static_cast<uint8_t>(am::source_slot(from_id));
-      m.dst_slot = static_cast<uint8_t>(to->slot);
-      m.dst_gen = gen;
-      m.src_gen = from_gen;
-      m.tag = r.tag;
-      m.length = static_cast<uint32_t>(r.length);
-      m.offset = r.offset;
-      m.aux = aux;
-      uint32_t done = 0;
-      s = proc.net() ? proc.net()->send(to->rank, m, r.args, nullptr, done) : status::resource;
-    }
-    if (s == status::resource) return dropped("its process is unreachable");
-    return s != status::in_use;
-  }
-  // Relaxed: see queue_block.hpp. A sender that is gone gets nothing back.
-  const uint64_t state = to->view.header->state.load(std::memory_order_relaxed);
-  if (!shm::is_alive(state) || shm::gen32(shm::generation_of(state)) != r.to_gen ||
-      to->gone.load(std::memory_order_relaxed)) [[unlikely]]
-    return dropped("its sender no longer exists");
-  outgoing m{};
-  m.kind = packet_kind::returned;
-  m.handler = r.handler;
-  m.args = r.args;
-  m.nargs = r.nargs;
-  m.length = static_cast<uint32_t>(r.length);
-  m.offset = r.offset;
-  m.tag = r.tag;  // the tag the message was sent with (returned packets are not tag-checked)
-  m.aux = aux;
-  m.src_gen = shm::gen32(from_gen);
-  switch (try_enqueue(*to, true, m, from_id, state)) {
-    case claim_result::sent: return true;
-    case claim_result::full: return false;
-    case claim_result::gone: break;
-  }
-  return dropped("its sender was freed meanwhile");
-}
-
-// Returns that an endpoint freed with a full outbox left behind: the process
-// keeps them and later polls of any bundle send them (adopt_returns).
-struct orphan {
-  uint32_t from_id;
-  uint64_t from_gen;
-  uint32_t to;
-  pending_return r;
-};
-std::mutex orphans_mutex;
-std::vector<orphan> orphans;
-
-}  // namespace
-
-std::atomic<bool> orphans_waiting{false};
-
-bool try_send_return(endpoint_impl& from, uint32_t to_id, const pending_return& r) noexcept {
-  return return_once(*from.proc, &from, from.id, from.generation, to_id, r);
-}
-
-void send_return(endpoint_impl& from, uint32_t to, const pending_return& r) noexcept {
-  if (try_send_return(from, to, r)) return;
-  std::lock_guard lock(from.returns_mutex);
-  from.outbox.push_back({to, r});
-  // Relaxed: the mutex orders the outbox; the flag only prompts a later poll.
-  from.has_outbox.store(true, std::memory_order_relaxed);
-}
-
-void adopt_returns(endpoint_impl& e) noexcept {
-  std::lock_guard mine(e.returns_mutex);
-  if (e.outbox.empty()) return;
-  std::lock_guard lock(orphans_mutex);
-  for (const endpoint_impl::deferred& d : e.outbox) orphans.push_back({e.id, e.generation, d.to, d.r});
-  e.outbox.clear();
-  // Relaxed: the mutex orders the list; the flag only prompts later polls.
-  orphans_waiting.store(true, std::memory_order_relaxed);
-}
-
-void retry_orphans(am::process& proc) noexcept {
-  std::unique_lock lock(orphans_mutex, std::try_to_lock);
-  if (!lock.owns_lock()) return;  // another thread is at it
-  std::erase_if(orphans, [&](const orphan& o) { return return_once(proc, nullptr, o.from_id, o.from_gen, o.to, o.r); });
-  orphans_waiting.store(!orphans.empty(), std::memory_order_relaxed);
 }
 
 // send-stage: checks (the markers split the short send into the stages of the

@@ -35,20 +35,6 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
                     const uint32_t* args, unsigned nargs, const void* data, size_t length, uint64_t offset,
                     tag_t tag, when_full policy, const endpoint_name* dest_name, uint64_t expect) noexcept;
 
-/// Sends a returned message back to endpoint `to` (an id; r.to_gen says
-/// which generation of it): tries once and keeps it in the outbox when the
-/// queue is full. Never blocks.
-void send_return(endpoint_impl& from, uint32_t to, const pending_return& r) noexcept;
-/// Tries to send a returned message once; false when the queue was full.
-bool try_send_return(endpoint_impl& from, uint32_t to, const pending_return& r) noexcept;
-/// An endpoint being freed hands the returns it could not send yet (its
-/// outbox) to the process, which keeps trying them at later polls of any
-/// bundle (retry_orphans): a freed endpoint's messages still go back.
-void adopt_returns(endpoint_impl& e) noexcept;
-void retry_orphans(am::process& proc) noexcept;
-/// True while some are waiting (relaxed: a hint for the poll loop).
-extern std::atomic<bool> orphans_waiting;
-
 /// The name of the endpoint with this id and (low 32 bits of) generation,
 /// with its whole generation where this process can still tell it.
 endpoint_name name_of(const endpoint_impl& here, uint32_t id, uint32_t gen) noexcept;

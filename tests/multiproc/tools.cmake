@@ -37,3 +37,13 @@ foreach(bad "CLUMP_SEGMENT_SIZE=-1|CLUMP_SEGMENT_SIZE=-1 is not a size"
     COMMAND sh -c "out=$(env \"$0\" \"$1\" --limits 2>&1); code=$?; echo \"$out\"; test $code -eq 1 && echo \"$out\" | grep -Eq \"$2\""
             ${setting} $<TARGET_FILE:clump-info> ${message})
 endforeach()
+# clump-info lists libfabric's reliable-datagram providers: here, with
+# Debian's libfabric, tcp;ofi_rxm among them.
+add_test(NAME clump_info_lists_the_libfabric_providers COMMAND clump-info)
+if(LIBFABRIC_FOUND)
+  set_tests_properties(clump_info_lists_the_libfabric_providers PROPERTIES LABELS tools
+    PASS_REGULAR_EXPRESSION "libfabric \\(not used by jobs yet\\): libfabric 1\\.[0-9]+; reliable-datagram providers: [^\n]*tcp;ofi_rxm")
+else()
+  set_tests_properties(clump_info_lists_the_libfabric_providers PROPERTIES LABELS tools
+    PASS_REGULAR_EXPRESSION "libfabric \\(not used by jobs yet\\): not available; reliable-datagram providers: none \\(built without libfabric")
+endif()
