@@ -78,6 +78,9 @@ struct outgoing {
 namespace {
 
 [[gnu::cold]] bool owner_alive(am::process& proc, am::remote_endpoint& to) noexcept { return !proc.rank_failed(to.rank); }
+/// Whether a sender waiting for `to` looks whether its process is still
+/// there in this round of waiting (from round 64, when waits yield the core).
+inline bool time_to_look(unsigned round) noexcept { return round >= 64 && (round & 15) == 0; }
 
 [[gnu::cold]] void cma_refused(am::remote_endpoint& to) noexcept {
   if (to.cma.exchange(-1, std::memory_order_relaxed) != -1)
@@ -201,10 +204,11 @@ status enqueue(endpoint_impl& from, am::remote_endpoint& to, bool reply, const o
     if (policy == when_full::give_up) return status::in_use;
     // A request whose destination went away while we wait would wait forever.
     if (to.view.header->state.load(std::memory_order_relaxed) != expect) return status::not_sent;
-    // So would any message to a process that has exited (checked every 1024
-    // rounds: a system call, on a path that is already waiting; once found
-    // dead, at once).
-    if (to.gone.load(std::memory_order_relaxed) || ((round & 1023) == 1023 && !owner_alive(*from.proc, to))) [[unlikely]]
+    // So would any message to a process that has exited (checked every 16
+    // rounds once we yield: a system call beside sched_yield's, on a path
+    // that already waits; every 1024 took 22 s on a loaded machine, where
+    // each yield gives the core away for milliseconds; once found dead, at once).
+    if (to.gone.load(std::memory_order_relaxed) || (time_to_look(round) && !owner_alive(*from.proc, to))) [[unlikely]]
       return status::resource;
     wait_for_room(from, policy, round);
   }
@@ -323,7 +327,7 @@ struct private_result {
       return write_rest(r);
     }
     // The receiver died halfway: the message went with it.
-    if (to.gone.load(std::memory_order_relaxed) || ((round & 1023) == 1023 && !owner_alive(*from.proc, to)))
+    if (to.gone.load(std::memory_order_relaxed) || (time_to_look(round) && !owner_alive(*from.proc, to)))
       [[unlikely]]
       return {status::ok, true, return_reason::unreachable};
     if (round > 64) sched_yield();  // the receiver, in the middle of its copy, may need this core
