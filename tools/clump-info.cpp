@@ -18,6 +18,7 @@
 #include "core/settings.hpp"
 #include "net/auth.hpp"
 #include "ofi/fabric.hpp"
+#include "ofi/link.hpp"
 #include "shm/queue_block.hpp"
 
 namespace {
@@ -85,6 +86,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   const bool all = !settings && !limits && !capacity;
+  bool network_failed = false;
   if (all) {
     fmt::print("clump {}\n", CLUMP_VERSION);
     const char* crypto = clump::net::authenticator::library();
@@ -93,17 +95,28 @@ int main(int argc, char** argv) {
     const char* pmix = clump::boot::pmix_library();
     fmt::print("PMIx, for jobs started by srun and mpirun: {}\n",
                *pmix ? pmix : "not available (built without PMIx: install libpmix-dev and rebuild)");
-    // Listed only: no job runs over libfabric yet (issue 16).
     std::string why;
     const std::vector<std::string> providers = clump::ofi::rdm_providers(why);
-    fmt::print("libfabric (not used by jobs yet): {}; reliable-datagram providers: {}\n\n",
+    fmt::print("libfabric: {}; reliable-datagram providers: {}\n",
                *clump::ofi::library() ? clump::ofi::library() : "not available",
                providers.empty() ? "none (" + why + ")" : fmt::format("{}", fmt::join(providers, ", ")));
+    // What a job's network would go over: the link is opened as a job's would be.
+    const char* net_names[] = {"auto", "udp", "ofi"};
+    const auto& cfg = clump::core::settings();
+    try {
+      const std::unique_ptr<clump::net::link> link = clump::ofi::open_link(cfg);
+      fmt::print("network between nodes (CLUMP_NET={}): {}\n\n", net_names[cfg.net_kind],
+                 link ? link->kind() + " at " + link->address_text() : std::string("udp"));
+    } catch (const clump::error& e) {
+      fmt::print("network between nodes (CLUMP_NET={}): cannot be opened\n\n", net_names[cfg.net_kind]);
+      fmt::print(stderr, "clump-info: {}\n", e.what());
+      network_failed = true;
+    }
   }
   if (all || settings) print_settings();
   if (all) fmt::print("\n");
   if (all || limits) print_limits();
   if (all) fmt::print("\n");
   if (all || capacity) print_capacity();
-  return 0;
+  return network_failed ? 1 : 0;
 }

@@ -103,6 +103,17 @@ const setting_def registry[] = {
      "IPv4 address of this process's UDP socket; auto: the first non-loopback interface, else 127.0.0.1 "
      "(clumprun sets 127.0.0.1 for jobs on this machine)",
      false},
+    {"CLUMP_NET", setting_type::string, "auto",
+     "what the network protocol's datagrams travel over between nodes: udp (a UDP socket), ofi (a libfabric "
+     "reliable-datagram endpoint: the provider FI_PROVIDER names, else libfabric's first choice), auto (ofi when "
+     "libfabric offers a provider that is not one of its socket emulations (tcp, udp, sockets, net), else udp). "
+     "Every process of a job must use the same",
+     false},
+    {"CLUMP_OFI_DOMAIN", setting_type::string, "",
+     "with CLUMP_NET=ofi: the libfabric domain to use, as fi_info names it (an interface name such as eth0 for "
+     "the tcp and udp providers, a device such as mlx5_0 for verbs); empty: the one whose address is "
+     "CLUMP_NET_ADDRESS, else the provider's first",
+     false},
     {"CLUMP_NET_AUTH", setting_type::string, "auto",
      "authenticate every datagram of the job with a key only its processes hold (a MAC and a replay window: "
      "nobody without the key can inject or replay one): auto (when the job spans hosts), on (emulated nodes too), "
@@ -260,6 +271,12 @@ config parse() {
   c.net_ack_delay_us = static_cast<uint32_t>(integer("CLUMP_NET_ACK_DELAY_US", 0, 1'000'000));
   c.net_rto_min_us = static_cast<uint32_t>(integer("CLUMP_NET_RTO_MIN_US", 10, 10'000'000));
   c.net_address = raw("CLUMP_NET_ADDRESS");
+  const std::string net = raw("CLUMP_NET");
+  if (net == "auto") c.net_kind = 0;
+  else if (net == "udp") c.net_kind = 1;
+  else if (net == "ofi") c.net_kind = 2;
+  else bad_setting("CLUMP_NET=%s must be udp, ofi or auto", net.c_str());
+  c.ofi_domain = raw("CLUMP_OFI_DOMAIN");
   const std::string auth = raw("CLUMP_NET_AUTH");
   if (auth == "auto") c.net_auth = 0;
   else if (auth == "on") c.net_auth = 1;

@@ -38,6 +38,8 @@ struct config {
   uint32_t net_ack_delay_us;     // an explicit acknowledgement waits at most this long
   uint32_t net_rto_min_us;       // lower bound of the retransmission timeout
   std::string net_address;       // IPv4 address to bind, or "auto"
+  int net_kind;                  // CLUMP_NET: 0 auto, 1 udp, 2 ofi (libfabric)
+  std::string ofi_domain;        // CLUMP_OFI_DOMAIN: the libfabric domain (an interface name for tcp and udp), or ""
   int net_auth;                  // CLUMP_NET_AUTH: 0 auto (when the job spans hosts), 1 on, 2 off
   uint32_t join_timeout_s;       // under a PMIx launcher: wait for the ranks of this host to join
   size_t cma_max;                // CLUMP_CMA_MAX: long messages into private segments by cross-memory attach up to this size

@@ -74,16 +74,9 @@ struct network::recv_channel {
   std::vector<std::byte>& at(uint32_t seq) noexcept { return held[seq % ring_size]; }
 };
 
-bool network::peer_address::sent_from(const sockaddr_in& a) const noexcept {
-  return a.sin_addr.s_addr == addr.sin_addr.s_addr &&
-         (a.sin_port == addr.sin_port || (send_port && a.sin_port == send_port));
-}
-
 // What a peer costs once messages flow to or from it (about 20 KiB: the
 // send and receive windows); made on first use (state_of).
 struct network::peer_state {
-  sockaddr_in addr{};  // where its datagrams go (addresses_ says where they may come from)
-  int via = -2;        // our connected socket to it; -1: the main socket; -2: not made yet
   bool unreachable = false;
   send_channel out[channel_count];
   recv_channel in[channel_count];
@@ -109,9 +102,11 @@ struct network::peer_state {
   }
 };
 
-network::network(const core::config& cfg, int rank_hint)
-    : cfg_(cfg), socket_(cfg.net_address, cfg.net_mtu, cfg.net_window, cfg.net_send_sockets, cfg.net_fault,
-                         static_cast<uint64_t>(rank_hint)) {}
+network::network(const core::config& cfg, int rank_hint, std::unique_ptr<link> over)
+    : cfg_(cfg),
+      link_(over ? std::move(over)
+                 : std::make_unique<udp_link>(cfg.net_address, cfg.net_mtu, cfg.net_window, cfg.net_send_sockets,
+                                              cfg.net_fault, static_cast<uint64_t>(rank_hint))) {}
 
 network::~network() {
   stopping_.store(true, std::memory_order_relaxed);  // relaxed: the eventfd write below carries it
@@ -120,15 +115,27 @@ network::~network() {
   if (event_fd_ >= 0) ::close(event_fd_);
 }
 
-// The address blob: the main socket's sockaddr_in, then the sending port.
+namespace {
+
+/// A link's kind in 4 bytes (FNV-1a of its name): the address blobs of the
+/// rendezvous have 64 bytes, and a fabric address may need 48 of them.
+uint32_t kind_code(const std::string& kind) {
+  uint32_t h = 2166136261u;
+  for (char c : kind) h = (h ^ static_cast<uint8_t>(c)) * 16777619u;
+  return h;
+}
+
+}  // namespace
+
+// The address blob: the link's kind_code(), the link's address, then whether
+// this process can check AES-256-GCM tags (a job uses them only where every
+// process can: see auth.hpp).
 std::vector<std::byte> network::address_blob() const {
-  const sockaddr_in& a = socket_.address();
-  const in_port_t port = socket_.send_port();
-  // Then whether this process can check AES-256-GCM tags: a job uses them
-  // only where every process can (see auth.hpp).
-  std::vector<std::byte> blob(sizeof a + sizeof port + 1);
-  std::memcpy(blob.data(), &a, sizeof a);
-  std::memcpy(blob.data() + sizeof a, &port, sizeof port);
+  const uint32_t kind = kind_code(link_->kind());
+  const std::vector<std::byte> a = link_->address();
+  std::vector<std::byte> blob(sizeof kind + a.size() + 1);
+  std::memcpy(blob.data(), &kind, sizeof kind);
+  std::memcpy(blob.data() + sizeof kind, a.data(), a.size());
   blob.back() = std::byte{authenticator::gcm_available()};
   return blob;
 }
@@ -155,22 +162,29 @@ void network::start(uint64_t job, int rank, std::span<const std::vector<std::byt
   // Only the addresses now: a peer's state is made when messages first
   // flow to or from it, so that a peer never talked to costs 8 + 24 bytes.
   peers_.resize(addresses.size());
-  addresses_.resize(addresses.size());
+  present_.assign(addresses.size(), false);
+  const uint32_t kind = kind_code(link_->kind());
   for (size_t r = 0; r < addresses.size(); ++r) {
-    if (static_cast<int>(r) == rank || addresses[r].size() != sizeof(sockaddr_in) + sizeof(in_port_t) + 1) continue;
-    peer_address& a = addresses_[r];
-    std::memcpy(&a.addr, addresses[r].data(), sizeof a.addr);
-    std::memcpy(&a.send_port, addresses[r].data() + sizeof a.addr, sizeof a.send_port);
-    if (a.addr.sin_family != AF_INET)
+    const std::vector<std::byte>& blob = addresses[r];
+    if (static_cast<int>(r) == rank || blob.empty()) continue;
+    uint32_t theirs = 0;
+    if (blob.size() >= sizeof theirs + 1) std::memcpy(&theirs, blob.data(), sizeof theirs);
+    if (theirs != kind)
+      throw error(status::bad_arg, "starting the network",
+                  "rank " + std::to_string(r) + " talks over another network than this process (rank " +
+                      std::to_string(rank) + ", " + link_->kind() +
+                      "): every process of a job must use the same one (set CLUMP_NET, FI_PROVIDER and "
+                      "CLUMP_OFI_DOMAIN alike everywhere)");
+    if (!link_->add_peer(static_cast<int>(r), std::span(blob).subspan(sizeof theirs, blob.size() - sizeof theirs - 1)))
       throw error(status::bad_arg, "starting the network", "rank " + std::to_string(r) + " sent a bad address");
-    a.present = true;
+    present_[r] = true;
   }
   event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (event_fd_ < 0)
     throw error(status::resource, "starting the network", std::string("eventfd failed: ") + std::strerror(errno));
   service_ = std::thread([this] { service(); });
-  core::log_info("network: rank %d at %s, datagrams of up to %zu bytes, window %u, %s, %s", rank,
-                 address_text().c_str(), cfg_.net_mtu, cfg_.net_window,
+  core::log_info("network: rank %d at %s over %s, datagrams of up to %zu bytes, window %u, %s, %s", rank,
+                 address_text().c_str(), link_->kind().c_str(), cfg_.net_mtu, cfg_.net_window,
                  cfg_.progress_thread ? "progress thread" : "polled",
                  auth_ ? (std::string("authenticated with ") + auth_->construction()).c_str() : "not authenticated");
 }
@@ -179,11 +193,8 @@ network::peer_state* network::state_of(int peer) noexcept {
   if (peer < 0 || static_cast<size_t>(peer) >= peers_.size()) return nullptr;
   std::unique_ptr<peer_state>& p = peers_[static_cast<size_t>(peer)];
   if (p) [[likely]] return p.get();
-  const peer_address& a = addresses_[static_cast<size_t>(peer)];
-  if (!a.present) return nullptr;
+  if (!present_[static_cast<size_t>(peer)]) return nullptr;
   p.reset(new (std::nothrow) peer_state);
-  if (!p) return nullptr;
-  p->addr = a.addr;
   return p.get();
 }
 
@@ -246,7 +257,10 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
   } while (true);
   next_timer_ = std::min(next_timer_, now + std::chrono::microseconds(static_cast<int64_t>(p.rto_us(cfg_.net_rto_min_us))));
   core::sent_outside();  // see core/tsan.hpp
-  socket_.flush(now);
+  link_->flush(now);
+  // A datagram the link could not send yet (a connection being made) needs
+  // progress even while this thread blocks elsewhere: the service thread's.
+  if (link_->needs_progress()) [[unlikely]] wake_service();
   return result;
 }
 
@@ -272,11 +286,11 @@ void network::fill_acks(peer_state& p, datagram_header& h, clock::time_point now
   }
 }
 
-void network::transmit(peer_state& p, int /*rank*/, send_entry& e, clock::time_point now) noexcept {
+void network::transmit(peer_state& p, int rank, send_entry& e, clock::time_point now) noexcept {
   // Queued already in the batch not yet sent: once is enough (and its bytes,
   // and their tag, must not change before they leave).
-  if (e.queued_in == socket_.flushes()) return;
-  e.queued_in = socket_.flushes();
+  if (e.queued_in == link_->flushes()) return;
+  e.queued_in = link_->flushes();
   // Piggyback the acknowledgements as they are now.
   datagram_header h;
   std::memcpy(&h, e.bytes.data(), sizeof h);
@@ -287,22 +301,17 @@ void network::transmit(peer_state& p, int /*rank*/, send_entry& e, clock::time_p
   p.unacked = 0;
   e.last_sent = now;
   ++e.transmissions;
-  if (!auth_) return socket_.queue(p.addr, via(p), e.bytes.data(), e.bytes.size(), e.lent, e.lent_bytes);
+  if (!auth_) return link_->queue(rank, e.bytes.data(), e.bytes.size(), e.lent, e.lent_bytes);
   if (!e.lent) {
     // In one piece, trailer included: one buffer for the system call.
     const size_t signed_n = e.bytes.size() - sizeof e.trailer;
     auth_->sign({e.bytes.data(), signed_n}, {}, e.trailer);
     std::memcpy(e.bytes.data() + signed_n, &e.trailer, sizeof e.trailer);
-    return socket_.queue(p.addr, via(p), e.bytes.data(), e.bytes.size());
+    return link_->queue(rank, e.bytes.data(), e.bytes.size());
   }
   auth_->sign(e.bytes, {e.lent, e.lent_bytes}, e.trailer);
-  socket_.queue(p.addr, via(p), e.bytes.data(), e.bytes.size(), e.lent, e.lent_bytes,
+  link_->queue(rank, e.bytes.data(), e.bytes.size(), e.lent, e.lent_bytes,
                 reinterpret_cast<const std::byte*>(&e.trailer), sizeof e.trailer);
-}
-
-int network::via(peer_state& p) noexcept {
-  if (p.via == -2) p.via = socket_.connect_to(p.addr);
-  return p.via;
 }
 
 void network::send_ack(peer_state& p, int rank, datagram_type type) noexcept {
@@ -318,8 +327,8 @@ void network::send_ack(peer_state& p, int rank, datagram_type type) noexcept {
   // Its own buffer: an ack and a ping may wait in one batch.
   const unsigned slot = p.next_small++ % std::size(p.small);
   // One waiting to leave in this batch must not be overwritten: send the batch first.
-  if (p.small_batch[slot] == socket_.flushes()) socket_.flush(clock::now());
-  p.small_batch[slot] = socket_.flushes();
+  if (p.small_batch[slot] == link_->flushes()) link_->flush(clock::now());
+  p.small_batch[slot] = link_->flushes();
   peer_state::small_datagram& out = p.small[slot];
   std::memcpy(out.bytes, &h, sizeof h);
   if (auth_) {
@@ -327,7 +336,7 @@ void network::send_ack(peer_state& p, int rank, datagram_type type) noexcept {
     auth_->sign({out.bytes, sizeof h}, {}, t);
     std::memcpy(out.bytes + sizeof h, &t, sizeof t);
   }
-  socket_.queue(p.addr, via(p), out.bytes, sizeof h + trailer_);
+  link_->queue(rank, out.bytes, sizeof h + trailer_);
   p.ack_due = false;
   p.unacked = 0;
   if (type == datagram_type::ping)
@@ -354,21 +363,29 @@ unsigned network::poll() noexcept {
 
 unsigned network::poll_locked(clock::time_point now) noexcept {
   if (!sink_) return 0;
-  const uint64_t before = socket_.counters().datagrams_received;
+  const uint64_t before = link_->counters().datagrams_received;
   // A few batches at most, so that one poll cannot be held forever by a flood.
   for (int round = 0; round < 4; ++round) {
-    const unsigned got = socket_.receive(now, [&](const std::byte* bytes, size_t n, const sockaddr_in& from) {
-      on_datagram(bytes, n, from, now);
-    });
+    struct context {
+      network* self;
+      clock::time_point now;
+    } c{this, now};
+    const unsigned got = link_->receive(
+        now,
+        [](void* v, const std::byte* bytes, size_t n, const origin& from) {
+          auto* c = static_cast<context*>(v);
+          c->self->on_datagram(bytes, n, from, c->now);
+        },
+        &c);
     if (got < 32) break;
   }
-  if (now >= next_timer_ || socket_.holding()) run_timers(now);
+  if (now >= next_timer_ || link_->holding()) run_timers(now);
   if (!give_backs_.empty()) offer_give_backs();
-  socket_.flush(now);
-  return static_cast<unsigned>(socket_.counters().datagrams_received - before);
+  link_->flush(now);
+  return static_cast<unsigned>(link_->counters().datagrams_received - before);
 }
 
-void network::on_datagram(const std::byte* bytes, size_t n, const sockaddr_in& from, clock::time_point now) noexcept {
+void network::on_datagram(const std::byte* bytes, size_t n, const origin& from, clock::time_point now) noexcept {
   decoded d;
   refusal r = refusal::none;
   if (auth_) {
@@ -400,7 +417,7 @@ void network::on_datagram(const std::byte* bytes, size_t n, const sockaddr_in& f
       version_warned_ = true;
       core::log_error("refused a datagram from %s: it speaks clump wire format version %u, this process version %u; "
                       "run the same clump build on every node",
-                      udp_socket::to_text(from).c_str(), static_cast<unsigned>(d.h.version), wire_version);
+                      link_->origin_text(from).c_str(), static_cast<unsigned>(d.h.version), wire_version);
     }
     return;
   }
@@ -416,16 +433,17 @@ void network::on_datagram(const std::byte* bytes, size_t n, const sockaddr_in& f
     send_ack(*p, rank);  // a keep-alive: answer at once, whatever the program is doing
 }
 
-network::peer_state* network::sender_of(const decoded& d, const sockaddr_in& from) noexcept {
-  const peer_address& a = addresses_[d.h.src_rank];
-  if (!a.present) [[unlikely]] {
+network::peer_state* network::sender_of(const decoded& d, const origin& from) noexcept {
+  if (!present_[d.h.src_rank]) [[unlikely]] {
     ++refused_[static_cast<unsigned>(refusal::bad_rank)];  // a rank we reach through shared memory
     return nullptr;
   }
-  // Nothing but its address ties a datagram to a rank: one of the right job
-  // from anywhere else is an impostor (or a stray), never a message. (Checked
-  // before a first datagram makes the peer's state.)
-  if (!a.sent_from(from)) [[unlikely]] {
+  // Over UDP, nothing but its address ties a datagram to a rank: one of the
+  // right job from anywhere else is an impostor (or a stray), never a
+  // message. (Checked before a first datagram makes the peer's state.) A
+  // libfabric link cannot tell where a datagram came from (origin without
+  // an address): there only authentication ties it to its rank.
+  if (from.addr && !link_->sent_by(static_cast<int>(d.h.src_rank), from)) [[unlikely]] {
     ++refused_[static_cast<unsigned>(refusal::wrong_source)];
     return nullptr;
   }
@@ -483,7 +501,9 @@ void network::on_acks(peer_state& p, int rank, const datagram_header& h, clock::
       e.held = i < ring_size && ((h.held[c] >> i) & 1u);
       if (e.held) highest_held = s, any_held = true;
     }
-    if (!any_held) continue;
+    // Over a link that loses nothing but may complete out of order (a
+    // libfabric provider), a gap is a datagram still on its way.
+    if (!any_held || link_->reliable()) continue;
     // A gap: the receiver holds later datagrams, so these were lost (or are
     // still on their way: not if sent less than about a round trip ago).
     // (From the shortest round trip: a smoothed one inflated by a pause
@@ -558,7 +578,7 @@ void network::on_data(peer_state& p, int rank, const std::byte* bytes, size_t n,
   // batch of large datagrams must still show its progress.)
   if (p.unacked >= std::max<uint32_t>(1, cfg_.net_window / 4)) {
     send_ack(p, rank);
-    socket_.flush(now);
+    link_->flush(now);
   }
 }
 
@@ -742,7 +762,7 @@ void network::run_timers(clock::time_point now) noexcept {
       next = std::min({next, p.heard + budget, std::max(p.heard + quiet, p.pinged + every)});
     }
   }
-  if (socket_.holding()) next = std::min(next, now + std::chrono::microseconds(100));
+  if (link_->holding()) next = std::min(next, now + std::chrono::microseconds(100));
   next_timer_ = next;
 }
 
@@ -751,7 +771,7 @@ void network::declare_unreachable(peer_state& p, int rank, const char* why) noex
     core::log_error("rank %d at %s %s for %u ms (CLUMP_NET_TIMEOUT_MS), not even keep-alives: its process, its host "
                     "or the path to it is gone. It is now unreachable: the messages it did not acknowledge come back "
                     "to handler 0 as unreachable, and new ones at once",
-                    rank, udp_socket::to_text(p.addr).c_str(), why, cfg_.net_timeout_ms);
+                    rank, link_->peer_text(rank).c_str(), why, cfg_.net_timeout_ms);
   if (cfg_.verbose >= 2) dump_locked();
   p.unreachable = true;
   ++unreachable_;
@@ -808,11 +828,11 @@ void network::linger(clock::duration most) noexcept {
         if (peers_[r]->ack_due) send_ack(*peers_[r], static_cast<int>(r));
         for (const send_channel& sc : peers_[r]->out) pending |= sc.in_flight() > 0;
       }
-      socket_.flush(now);
+      link_->flush(now);
     }
     if (!pending || clock::now() >= deadline) return;
-    pollfd fd{socket_.fd(), POLLIN, 0};
-    ::poll(&fd, 1, 1);
+    pollfd fd{link_->wait_fd(), POLLIN, 0};
+    if (link_->ready_to_sleep()) ::poll(&fd, 1, 1);
   }
 }
 
@@ -845,15 +865,15 @@ void network::wake_service() noexcept {
 }
 
 bool network::work_waiting(clock::time_point now) noexcept {
-  pollfd fd{socket_.fd(), POLLIN, 0};
-  if (::poll(&fd, 1, 0) > 0) return true;
+  pollfd fd{link_->wait_fd(), POLLIN, 0};
+  if (!link_->ready_to_sleep() || link_->unfinished() || ::poll(&fd, 1, 0) > 0) return true;
   std::unique_lock lock(mutex_, std::try_to_lock);
   // A program thread holding the lock is not absent.
-  return lock.owns_lock() && (next_timer_ <= now || socket_.holding() || !give_backs_.empty());
+  return lock.owns_lock() && (next_timer_ <= now || link_->holding() || !give_backs_.empty());
 }
 
 void network::service() noexcept {
-  pollfd fds[2] = {{socket_.fd(), POLLIN, 0}, {event_fd_, POLLIN, 0}};
+  pollfd fds[2] = {{link_->wait_fd(), POLLIN, 0}, {event_fd_, POLLIN, 0}};
   auto timeout_until = [](clock::time_point next) {
     const auto now = clock::now();
     const auto wait = next <= now ? clock::duration::zero()
@@ -879,7 +899,8 @@ void network::service() noexcept {
     const auto now = clock::now();
     // Someone sleeps (or the progress thread is on): serve until the next
     // timer, a datagram or an eventfd write, for as long as that lasts.
-    const bool serving = cfg_.progress_thread || armed_.load(std::memory_order_seq_cst) > 0;
+    const bool serving =
+        cfg_.progress_thread || armed_.load(std::memory_order_seq_cst) > 0 || link_->needs_progress();
     bool active = serving;
     if (active) {
       active_until = now + stay_active;
@@ -913,8 +934,10 @@ void network::service() noexcept {
       // Lingering after the last sleeper: until active_until. Covering: look
       // again within absent_after, to hand the network back to a program
       // that polls again. Serving: the next timer (100 ms at most).
-      const timespec t = timeout_until(serving ? next
-                                               : std::min(next, active ? active_until : clock::now() + absent_after));
+      const timespec t = timeout_until(
+          !link_->ready_to_sleep() ? clock::now()
+          : serving               ? next
+                                  : std::min(next, active ? active_until : clock::now() + absent_after));
       ::ppoll(fds, 2, &t, nullptr);
     } else if (watching_.load(std::memory_order_relaxed) && !doorbell_.load(std::memory_order_relaxed)) {
       // (Relaxed: every change of these is followed by an eventfd write that
@@ -925,7 +948,7 @@ void network::service() noexcept {
         std::lock_guard lock(mutex_);
         next = next_timer_;
       }
-      const timespec t = timeout_until(next);
+      const timespec t = timeout_until(link_->ready_to_sleep() ? next : clock::now());
       const int n = ::ppoll(fds, 2, &t, nullptr);
       // Release: a poller that sees the bell sees what made us ring it.
       if (n == 0 || (fds[0].revents & POLLIN)) doorbell_.store(true, std::memory_order_release);
@@ -951,7 +974,7 @@ void network::dump() noexcept {
 
 void network::dump_locked() noexcept {
   const auto now = clock::now();
-  const udp_counters& u = socket_.counters();
+  const link_counters& u = link_->counters();
   uint64_t refused = 0;
   for (uint64_t r : refused_) refused += r;
   std::fprintf(stderr,
@@ -979,7 +1002,7 @@ void network::dump_locked() noexcept {
 
 statistics network::stats() const noexcept {
   std::lock_guard lock(mutex_);
-  const udp_counters& u = socket_.counters();
+  const link_counters& u = link_->counters();
   statistics s{};
   s.datagrams_sent = u.datagrams_sent;
   s.datagrams_received = u.datagrams_received;

@@ -89,8 +89,9 @@ struct statistics {
 
 class network {
  public:
-  /// Opens the socket (bound per CLUMP_NET_ADDRESS). Throws clump::error.
-  explicit network(const core::config& cfg, int rank_hint);
+  /// Sends over `over`, or when null over a UDP socket (bound per
+  /// CLUMP_NET_ADDRESS). Throws clump::error.
+  explicit network(const core::config& cfg, int rank_hint, std::unique_ptr<link> over = nullptr);
   ~network();
 
   /// This process's address as an opaque blob for the job's rendezvous.
@@ -157,7 +158,9 @@ class network {
   statistics stats() const noexcept;
   /// Writes the windows of every peer to stderr (for debugging: call it from gdb).
   void dump() noexcept;
-  std::string address_text() const { return socket_.address_text(); }
+  std::string address_text() const { return link_->address_text(); }
+  /// What datagrams go over ("udp", "ofi tcp;ofi_rxm").
+  std::string link_kind() const { return link_->kind(); }
 
  private:
   struct send_entry;
@@ -166,8 +169,8 @@ class network {
   struct peer_state;
 
   unsigned poll_locked(clock::time_point now) noexcept;
-  void on_datagram(const std::byte* bytes, size_t n, const sockaddr_in& from, clock::time_point now) noexcept;
-  peer_state* sender_of(const decoded& d, const sockaddr_in& from) noexcept;
+  void on_datagram(const std::byte* bytes, size_t n, const origin& from, clock::time_point now) noexcept;
+  peer_state* sender_of(const decoded& d, const origin& from) noexcept;
   void on_acks(peer_state& p, int rank, const datagram_header& h, clock::time_point now) noexcept;
   void on_data(peer_state& p, int rank, const std::byte* bytes, size_t n, const decoded& d,
                clock::time_point now) noexcept;
@@ -175,7 +178,6 @@ class network {
   void drain_held(peer_state& p, int rank, recv_channel& rc, clock::time_point now) noexcept;
   void transmit(peer_state& p, int rank, send_entry& e, clock::time_point now) noexcept;
   void send_ack(peer_state& p, int rank, datagram_type type = datagram_type::ack) noexcept;
-  int via(peer_state& p) noexcept;
   void fill_acks(peer_state& p, datagram_header& h, clock::time_point now) const noexcept;
   void run_timers(clock::time_point now) noexcept;
   void dump_locked() noexcept;
@@ -186,7 +188,7 @@ class network {
   void wake_service() noexcept;
 
   core::config cfg_;
-  udp_socket socket_;
+  std::unique_ptr<link> link_;
   std::unique_ptr<authenticator> auth_;  // null: datagrams are not authenticated
   size_t trailer_ = 0;                   // sizeof(auth_trailer) when they are
   uint8_t flags_ = 0;                    // flag_auth when authenticated: what decode() expects (flag_gcm aside)
@@ -194,17 +196,10 @@ class network {
   uint64_t job_ = 0;
   int rank_ = 0;
   sink* sink_ = nullptr;
-  /// Where a network peer is (every one, from the start).
-  struct peer_address {
-    sockaddr_in addr{};
-    in_port_t send_port = 0;  // its datagrams come from addr or from this port (network order; 0: none)
-    bool present = false;     // false: not a network peer (this rank, or one of its node)
-    bool sent_from(const sockaddr_in& a) const noexcept;
-  };
   /// A network peer's state, made on first use; nullptr if `peer` is not one
   /// (or memory ran out). Under mutex_.
   peer_state* state_of(int peer) noexcept;
-  std::vector<peer_address> addresses_;             // by rank
+  std::vector<bool> present_;                       // by rank: a network peer (not this rank, nor one of its node)
   std::vector<std::unique_ptr<peer_state>> peers_;  // by rank; null until messages flow, or where no network peer
   clock::time_point next_timer_ = clock::time_point::max();
   std::vector<std::vector<std::byte>> pool_;        // spare datagram buffers

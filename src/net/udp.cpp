@@ -53,12 +53,11 @@ udp_socket::udp_socket(const std::string& address, size_t mtu, uint32_t window, 
   if (fd_ < 0) throw error(status::resource, opening, "socket(AF_INET, SOCK_DGRAM) failed: " + errno_text(errno));
   self_.sin_family = AF_INET;
   self_.sin_port = 0;
-  if (address == "auto") {
-    if (!interface_address(self_.sin_addr)) self_.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  } else if (::inet_pton(AF_INET, address.c_str(), &self_.sin_addr) != 1) {
+  try {
+    self_.sin_addr = local_address(address);
+  } catch (...) {
     ::close(fd_);
-    throw error(status::bad_arg, opening,
-                "CLUMP_NET_ADDRESS=" + address + " is not an IPv4 address (write e.g. 10.0.0.5, or auto)");
+    throw;
   }
   if (::bind(fd_, reinterpret_cast<sockaddr*>(&self_), sizeof self_) != 0) {
     const int e = errno;
@@ -102,6 +101,17 @@ udp_socket::udp_socket(const std::string& address, size_t mtu, uint32_t window, 
   in_iov_.resize(batch);
   in_peers_.resize(batch);
   for (unsigned i = 0; i < batch; ++i) in_bufs_[i] = std::make_unique<std::byte[]>(max_datagram);
+}
+
+in_addr local_address(const std::string& address) {
+  in_addr a{};
+  if (address == "auto") {
+    if (!interface_address(a)) a.s_addr = htonl(INADDR_LOOPBACK);
+  } else if (::inet_pton(AF_INET, address.c_str(), &a) != 1) {
+    throw error(status::bad_arg, opening,
+                "CLUMP_NET_ADDRESS=" + address + " is not an IPv4 address (write e.g. 10.0.0.5, or auto)");
+  }
+  return a;
 }
 
 udp_socket::~udp_socket() {
@@ -295,6 +305,49 @@ unsigned udp_socket::receive_batch() {
     single_ = true;
     return 0;  // EAGAIN: nothing there; ECONNREFUSED: an ICMP error for an earlier send, ignored
   }
+}
+
+// ---- udp_link ------------------------------------------------------------------
+
+// The address: the main socket's sockaddr_in, then the sending port.
+std::vector<std::byte> udp_link::address() const {
+  const sockaddr_in& a = socket_.address();
+  const in_port_t port = socket_.send_port();
+  std::vector<std::byte> blob(sizeof a + sizeof port);
+  std::memcpy(blob.data(), &a, sizeof a);
+  std::memcpy(blob.data() + sizeof a, &port, sizeof port);
+  return blob;
+}
+
+bool udp_link::add_peer(int rank, std::span<const std::byte> address) {
+  peer p;
+  if (rank < 0 || address.size() != sizeof p.addr + sizeof p.send_port) return false;
+  std::memcpy(&p.addr, address.data(), sizeof p.addr);
+  std::memcpy(&p.send_port, address.data() + sizeof p.addr, sizeof p.send_port);
+  if (p.addr.sin_family != AF_INET) return false;
+  if (peers_.size() <= static_cast<size_t>(rank)) peers_.resize(static_cast<size_t>(rank) + 1);
+  peers_[static_cast<size_t>(rank)] = p;
+  return true;
+}
+
+bool udp_link::sent_by(int rank, const origin& from) const noexcept {
+  if (!from.addr || rank < 0 || static_cast<size_t>(rank) >= peers_.size()) return false;
+  const peer& p = peers_[static_cast<size_t>(rank)];
+  const sockaddr_in& a = *from.addr;
+  return a.sin_addr.s_addr == p.addr.sin_addr.s_addr &&
+         (a.sin_port == p.addr.sin_port || (p.send_port && a.sin_port == p.send_port));
+}
+
+std::string udp_link::peer_text(int rank) const {
+  if (rank < 0 || static_cast<size_t>(rank) >= peers_.size()) return "?";
+  return udp_socket::to_text(peers_[static_cast<size_t>(rank)].addr);
+}
+
+void udp_link::queue(int rank, const std::byte* data, size_t n, const std::byte* body, size_t body_n,
+                     const std::byte* tail, size_t tail_n) noexcept {
+  peer& p = peers_[static_cast<size_t>(rank)];
+  if (p.via == -2) p.via = socket_.connect_to(p.addr);
+  socket_.queue(p.addr, p.via, data, n, body, body_n, tail, tail_n);
 }
 
 }  // namespace clump::net

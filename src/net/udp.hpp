@@ -22,10 +22,9 @@
 #include <vector>
 
 #include "core/settings.hpp"
+#include "net/link.hpp"
 
 namespace clump::net {
-
-using clock = std::chrono::steady_clock;
 
 /// A seeded random source (splitmix64): the same seed gives the same faults.
 class random_source {
@@ -44,10 +43,10 @@ class random_source {
   uint64_t s_;
 };
 
-struct udp_counters {
-  uint64_t datagrams_sent = 0, datagrams_received = 0, bytes_sent = 0, bytes_received = 0, send_errors = 0;
-  uint64_t fault_dropped = 0, fault_duplicated = 0, fault_reordered = 0, fault_delayed = 0;
-};
+
+/// The IPv4 address CLUMP_NET_ADDRESS names: "auto" is the first
+/// non-loopback interface that is up, else 127.0.0.1. Throws clump::error.
+in_addr local_address(const std::string& address);
 
 class udp_socket {
  public:
@@ -92,7 +91,7 @@ class udp_socket {
   template <class F>
   unsigned receive(clock::time_point now, F&& on_datagram);
 
-  const udp_counters& counters() const noexcept { return counters_; }
+  const link_counters& counters() const noexcept { return counters_; }
 
  private:
   struct held {
@@ -113,7 +112,7 @@ class udp_socket {
   size_t mtu_;
   core::config::fault_plan faults_;
   random_source random_;
-  udp_counters counters_;
+  link_counters counters_;
   uint64_t flushes_ = 0;
 
   // Outgoing batch.
@@ -132,6 +131,47 @@ class udp_socket {
   std::vector<sockaddr_in> in_peers_;
   std::deque<held> held_in_;
   bool single_ = true;  // the last receive found at most one datagram: use recvfrom
+};
+
+/// The net protocol's link over a udp_socket: a peer is known by its
+/// address, and a datagram is its when it comes from that address (its main
+/// port or its sending port).
+class udp_link final : public link {
+ public:
+  udp_link(const std::string& address, size_t mtu, uint32_t window, uint32_t send_sockets,
+           const core::config::fault_plan& faults, uint64_t seed_salt)
+      : socket_(address, mtu, window, send_sockets, faults, seed_salt) {}
+
+  std::string kind() const override { return "udp"; }
+  std::vector<std::byte> address() const override;
+  std::string address_text() const override { return socket_.address_text(); }
+  bool add_peer(int rank, std::span<const std::byte> address) override;
+  bool sent_by(int rank, const origin& from) const noexcept override;
+  std::string peer_text(int rank) const override;
+  std::string origin_text(const origin& from) const override {
+    return from.addr ? udp_socket::to_text(*from.addr) : "?";
+  }
+  void queue(int rank, const std::byte* data, size_t n, const std::byte* body, size_t body_n, const std::byte* tail,
+             size_t tail_n) noexcept override;
+  void flush(clock::time_point now) noexcept override { socket_.flush(now); }
+  uint64_t flushes() const noexcept override { return socket_.flushes(); }
+  bool holding() const noexcept override { return socket_.holding(); }
+  unsigned receive(clock::time_point now, on_datagram f, void* context) noexcept override {
+    return socket_.receive(now, [&](const std::byte* bytes, size_t n, const sockaddr_in& from) {
+      f(context, bytes, n, origin{&from});
+    });
+  }
+  int wait_fd() const noexcept override { return socket_.fd(); }
+  const link_counters& counters() const noexcept override { return socket_.counters(); }
+
+ private:
+  struct peer {
+    sockaddr_in addr{};
+    in_port_t send_port = 0;  // its datagrams come from addr or from this port (network order; 0: none)
+    int via = -2;             // our connected socket to it; -1: the main socket; -2: not made yet
+  };
+  udp_socket socket_;
+  std::vector<peer> peers_;  // by rank
 };
 
 template <class F>

@@ -2,6 +2,8 @@
 
 #if defined(CLUMP_HAVE_OFI)
 
+#include "ofi/library.hpp"
+
 #include <dlfcn.h>
 #include <rdma/fabric.h>
 #include <signal.h>
@@ -11,23 +13,11 @@
 
 namespace clump::ofi {
 
-namespace {
-
 /// libfabric, loaded when first asked for rather than linked: Debian's
 /// pulls in libinfinipath, whose constructor takes over SIGABRT, SIGSEGV
 /// and the other fatal signals (a process that aborts would print its own
 /// backtrace and exit with 1, not die of the signal). The signals'
 /// dispositions are put back as they were after loading it.
-struct library_calls {
-  void* handle = nullptr;
-  decltype(&::fi_version) version = nullptr;
-  decltype(&::fi_getinfo) getinfo = nullptr;
-  decltype(&::fi_freeinfo) freeinfo = nullptr;
-  decltype(&::fi_dupinfo) dupinfo = nullptr;
-  decltype(&::fi_strerror) strerror = nullptr;
-  std::string why;
-};
-
 const library_calls& calls() {
   static const library_calls c = [] {
     library_calls l;
@@ -45,8 +35,9 @@ const library_calls& calls() {
     l.getinfo = reinterpret_cast<decltype(l.getinfo)>(::dlsym(l.handle, "fi_getinfo"));
     l.freeinfo = reinterpret_cast<decltype(l.freeinfo)>(::dlsym(l.handle, "fi_freeinfo"));
     l.dupinfo = reinterpret_cast<decltype(l.dupinfo)>(::dlsym(l.handle, "fi_dupinfo"));
+    l.fabric = reinterpret_cast<decltype(l.fabric)>(::dlsym(l.handle, "fi_fabric"));
     l.strerror = reinterpret_cast<decltype(l.strerror)>(::dlsym(l.handle, "fi_strerror"));
-    if (!l.version || !l.getinfo || !l.freeinfo || !l.dupinfo || !l.strerror) {
+    if (!l.version || !l.getinfo || !l.freeinfo || !l.dupinfo || !l.fabric || !l.strerror) {
       l.why = "libfabric.so.1 lacks fi_getinfo or another call clump uses";
       l.handle = nullptr;
     }
@@ -54,8 +45,6 @@ const library_calls& calls() {
   }();
   return c;
 }
-
-}  // namespace
 
 const char* library() noexcept {
   static char text[48];

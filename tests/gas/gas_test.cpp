@@ -34,6 +34,10 @@ const setup setups[] = {
     {"nodes2_of_4", 4, {}, {"-N", "2"}},
     {"net_2", 2, {"CLUMP_PROTOCOL=net"}, {}},
     {"net_3", 3, {"CLUMP_PROTOCOL=net"}, {}},
+#if defined(CLUMP_HAVE_OFI)
+    {"ofi_tcp_nodes2_of_3", 3, {"CLUMP_NET=ofi", "FI_PROVIDER=tcp"}, {"-N", "2"}},
+    {"ofi_udp_nodes2_of_3", 3, {"CLUMP_NET=ofi", "FI_PROVIDER=udp"}, {"-N", "2"}},
+#endif
 };
 
 class gas_suite : public ::testing::TestWithParam<setup> {

@@ -24,6 +24,9 @@ target_compile_definitions(am_net_test PRIVATE
   CLUMPRUN="$<TARGET_FILE:clumprun>"
   AM_CONFORMANCE="$<TARGET_FILE:am_conformance>")
 add_dependencies(am_net_test clumprun am_conformance)
+if(LIBFABRIC_FOUND)
+  target_compile_definitions(am_net_test PRIVATE CLUMP_HAVE_OFI=1)
+endif()
 gtest_discover_tests(am_net_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 180 LABELS "multiproc;net")
 
 # The AM suite across real network namespaces (separate hosts: their own
@@ -69,6 +72,9 @@ target_link_libraries(trust_test PRIVATE GTest::gtest_main)
 target_compile_definitions(trust_test PRIVATE CLUMPRUN="$<TARGET_FILE:clumprun>" TRUST="$<TARGET_FILE:trust>"
                            ATTACKER="$<TARGET_FILE:datagram_attacker>")
 add_dependencies(trust_test clumprun trust datagram_attacker)
+if(LIBFABRIC_FOUND)
+  target_compile_definitions(trust_test PRIVATE CLUMP_HAVE_OFI=1)
+endif()
 gtest_discover_tests(trust_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 240 LABELS "multiproc;trust")
 
 # A veth cut between two hosts (on the bridge's side: datagrams vanish, no

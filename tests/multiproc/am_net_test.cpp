@@ -40,6 +40,12 @@ const setup setups[] = {
     {"nodes2_progress_thread", {"CLUMP_PROGRESS=thread"}, {"-N", "2"}, 2},
     // One node, shared memory only, but the network open and polled (SC97's multi-protocol on one SMP).
     {"multi_one_node", {"CLUMP_PROTOCOL=multi"}, {}, 1},
+#if defined(CLUMP_HAVE_OFI)
+    // The net protocol over libfabric's reliable-datagram endpoints (CLUMP_NET=ofi), both providers here.
+    {"ofi_tcp_nodes2", {"CLUMP_NET=ofi", "FI_PROVIDER=tcp"}, {"-N", "2"}, 2},
+    {"ofi_udp_nodes2", {"CLUMP_NET=ofi", "FI_PROVIDER=udp"}, {"-N", "2"}, 2},
+    {"ofi_tcp_net", {"CLUMP_NET=ofi", "FI_PROVIDER=tcp", "CLUMP_PROTOCOL=net"}, {}, 1},
+#endif
 };
 
 class over_net : public ::testing::TestWithParam<setup> {

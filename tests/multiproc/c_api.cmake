@@ -23,3 +23,12 @@ add_test(NAME c_api_n3_ring COMMAND $<TARGET_FILE:clumprun> -n 3 --timeout 50 $<
 set_tests_properties(c_api_n3_ring PROPERTIES ENVIRONMENT "CLUMP_CMA_MAX=0")
 set_tests_properties(c_api_n2 c_api_n3 c_api_exit_n3 c_api_fatal_n2 c_api_n3_two_nodes c_api_n2_net c_api_n3_ring
   PROPERTIES TIMEOUT 60 LABELS multiproc)
+# Over libfabric (CLUMP_NET=ofi), with both providers here.
+if(LIBFABRIC_FOUND)
+  foreach(provider tcp udp)
+    add_test(NAME c_api_n3_two_nodes_ofi_${provider}
+      COMMAND $<TARGET_FILE:clumprun> -n 3 -N 2 --timeout 50 $<TARGET_FILE:c_api_conformance>)
+    set_tests_properties(c_api_n3_two_nodes_ofi_${provider} PROPERTIES TIMEOUT 60 LABELS "multiproc;ofi"
+                         ENVIRONMENT "CLUMP_NET=ofi;FI_PROVIDER=${provider}")
+  endforeach()
+endif()

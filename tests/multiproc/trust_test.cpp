@@ -37,6 +37,11 @@ const setup quiet_setups[] = {
     {"net3", 3, {"CLUMP_PROTOCOL=net"}, {}},
     {"net3_progress_thread", 3, {"CLUMP_PROTOCOL=net", "CLUMP_PROGRESS=thread"}, {}},
     {"lossy_net3", 3, {"CLUMP_PROTOCOL=net", "CLUMP_NET_FAULT=drop=0.05,dup=0.02,reorder=0.02,seed=3"}, {}},
+#if defined(CLUMP_HAVE_OFI)
+    // Over libfabric: its providers progress only when polled (the service thread polls them).
+    {"ofi_tcp_net3", 3, {"CLUMP_PROTOCOL=net", "CLUMP_NET=ofi", "FI_PROVIDER=tcp"}, {}},
+    {"ofi_udp_net3", 3, {"CLUMP_PROTOCOL=net", "CLUMP_NET=ofi", "FI_PROVIDER=udp"}, {}},
+#endif
 };
 
 class quiet_peer : public ::testing::TestWithParam<setup> {};
@@ -186,6 +191,10 @@ const setup paths[] = {
     {"net", 2, {"CLUMP_PROTOCOL=net"}, {}},
     {"lossy_net", 2, {"CLUMP_PROTOCOL=net", "CLUMP_NET_FAULT=drop=0.05,dup=0.05,reorder=0.05,seed=11"}, {}},
     {"net_mtu_1472", 2, {"CLUMP_PROTOCOL=net", "CLUMP_NET_MTU=1472"}, {}},
+#if defined(CLUMP_HAVE_OFI)
+    {"ofi_tcp_nodes2", 2, {"CLUMP_NET=ofi", "FI_PROVIDER=tcp"}, {"-N", "2"}},
+    {"ofi_udp_net", 2, {"CLUMP_PROTOCOL=net", "CLUMP_NET=ofi", "FI_PROVIDER=udp"}, {}},
+#endif
 };
 
 class every_path : public ::testing::TestWithParam<setup> {

@@ -1,0 +1,89 @@
+#pragma once
+// What the net protocol sends its datagrams over: a UDP socket (net/udp.hpp)
+// or a libfabric endpoint (src/ofi). The protocol above it (windows, acks,
+// retransmission, fragments, authentication, liveness) is the same over
+// both; a link only carries datagrams of up to the MTU to a rank and back,
+// and may lose, duplicate or reorder them.
+
+#include <netinet/in.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace clump::net {
+
+using clock = std::chrono::steady_clock;
+
+struct link_counters {
+  uint64_t datagrams_sent = 0, datagrams_received = 0, bytes_sent = 0, bytes_received = 0, send_errors = 0;
+  uint64_t fault_dropped = 0, fault_duplicated = 0, fault_reordered = 0, fault_delayed = 0;
+};
+
+/// Where a datagram came from, as far as the link can tell: `addr` is null
+/// when the link cannot say (a libfabric provider: the datagram's own
+/// claim, checked by authentication when the job has a key, is all there is).
+struct origin {
+  const sockaddr_in* addr = nullptr;
+};
+
+class link {
+ public:
+  virtual ~link() = default;
+
+  /// Names the kind of link, the same in every process of a job ("udp",
+  /// "ofi tcp;ofi_rxm"): processes of one job must agree on it.
+  virtual std::string kind() const = 0;
+  /// This process's address, for the job's rendezvous.
+  virtual std::vector<std::byte> address() const = 0;
+  virtual std::string address_text() const = 0;
+  /// Learns rank `rank`'s address (from its address()). False: malformed.
+  virtual bool add_peer(int rank, std::span<const std::byte> address) = 0;
+  /// True when a datagram from `from` may be rank `rank`'s.
+  virtual bool sent_by(int rank, const origin& from) const noexcept = 0;
+  virtual std::string peer_text(int rank) const = 0;
+  virtual std::string origin_text(const origin& from) const = 0;
+
+  /// Queues a datagram to `rank`: `n` bytes at `data`, then `body_n` at
+  /// `body` and `tail_n` at `tail`. They must stay unchanged until flush()
+  /// (flushes() then moves on).
+  virtual void queue(int rank, const std::byte* data, size_t n, const std::byte* body = nullptr, size_t body_n = 0,
+                     const std::byte* tail = nullptr, size_t tail_n = 0) noexcept = 0;
+  /// Sends what is queued.
+  virtual void flush(clock::time_point now) noexcept = 0;
+  virtual uint64_t flushes() const noexcept = 0;
+  /// True when datagrams wait inside the link for a later poll (held back
+  /// by fault injection, or taken in already by a provider).
+  virtual bool holding() const noexcept = 0;
+
+  using on_datagram = void (*)(void* context, const std::byte* bytes, size_t n, const origin& from);
+  /// Takes in a batch of datagrams, calling `f(context, ...)` for each;
+  /// returns how many.
+  virtual unsigned receive(clock::time_point now, on_datagram f, void* context) noexcept = 0;
+  /// A file descriptor that becomes readable when datagrams arrive (the
+  /// service thread sleeps on it); check ready_to_sleep() first.
+  virtual int wait_fd() const noexcept = 0;
+  /// False when the link has work that wait_fd() would not show: poll
+  /// instead of sleeping. May be called without the network's lock.
+  virtual bool ready_to_sleep() noexcept { return true; }
+  /// True while datagrams wait inside the link for it to be polled again,
+  /// whatever arrives (a connection being made): the service thread then
+  /// polls it. May be called without the network's lock.
+  virtual bool needs_progress() const noexcept { return false; }
+  /// True while sends are under way inside the link (a provider with
+  /// manual progress moves them only when polled): a program that stops
+  /// polling is then covered by the service thread. Without the lock too.
+  virtual bool unfinished() const noexcept { return false; }
+
+  /// True when the link loses no datagram (a libfabric provider's
+  /// reliable endpoint; it may still hand them over out of order): gaps are
+  /// then never repaired at once, only after the retransmission timeout.
+  virtual bool reliable() const noexcept { return false; }
+
+  virtual const link_counters& counters() const noexcept = 0;
+};
+
+}  // namespace clump::net

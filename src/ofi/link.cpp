@@ -1,0 +1,489 @@
+#include "ofi/link.hpp"
+
+#include <clump/status.hpp>
+
+#include "net/udp.hpp"
+#include "ofi/fabric.hpp"
+
+#if defined(CLUMP_HAVE_OFI)
+
+#include <arpa/inet.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <vector>
+
+#include "core/log.hpp"
+#include "ofi/library.hpp"
+
+namespace clump::ofi {
+
+namespace {
+
+constexpr const char* opening = "opening the libfabric endpoint (CLUMP_NET=ofi)";
+
+/// libfabric's socket emulations: present on every Linux machine, so they
+/// say nothing about a fabric being there (CLUMP_NET=auto).
+bool emulation(const std::string& provider) {
+  const std::string core = provider.substr(0, provider.find(';'));
+  return core == "tcp" || core == "udp" || core == "sockets" || core == "net" || core == "shm";
+}
+
+std::string fi_text(const library_calls& l, int rc) { return l.strerror(rc < 0 ? -rc : rc); }
+
+/// A buffer that a posted operation owns until its completion; the context
+/// libfabric hands back is the buffer itself.
+struct buffer {
+  fi_context2 context{};  // first: op_context points here
+  bool receive = false;
+  int rank = -1;               // a send's destination
+  bool first_contact = false;  // sent before any send to that rank completed
+  size_t length = 0;           // bytes in use (a send's datagram, a receive's arrival)
+  net::clock::time_point since{};  // a send waiting in the backlog: when it was first refused
+  std::vector<std::byte> bytes;
+};
+
+class ofi_link final : public net::link {
+ public:
+  explicit ofi_link(const core::config& cfg);
+  ~ofi_link() override;
+
+  std::string kind() const override { return "ofi " + provider_; }
+  std::vector<std::byte> address() const override { return name_; }
+  std::string address_text() const override { return text_of(name_) + " (" + domain_ + ")"; }
+  bool add_peer(int rank, std::span<const std::byte> address) override;
+  // A provider's source addresses cannot be trusted (udp;ofi_rxd gives 0 for
+  // every sender): the network goes by authentication (origin has no addr).
+  bool sent_by(int, const net::origin&) const noexcept override { return true; }
+  std::string peer_text(int rank) const override {
+    return rank >= 0 && static_cast<size_t>(rank) < peers_.size() ? text_of(peers_[rank].name) : "?";
+  }
+  std::string origin_text(const net::origin&) const override { return provider_ + " (sender unknown)"; }
+  void queue(int rank, const std::byte* data, size_t n, const std::byte* body, size_t body_n, const std::byte* tail,
+             size_t tail_n) noexcept override;
+  void flush(net::clock::time_point now) noexcept override;
+  uint64_t flushes() const noexcept override { return flushes_; }
+  bool holding() const noexcept override { return !arrived_.empty() || !backlog_.empty(); }
+  unsigned receive(net::clock::time_point now, on_datagram f, void* context) noexcept override;
+  int wait_fd() const noexcept override { return fd_; }
+  bool ready_to_sleep() noexcept override;
+  bool needs_progress() const noexcept override {
+    return waiting_.load(std::memory_order_relaxed) || first_contacts_.load(std::memory_order_relaxed) != 0;
+  }
+  bool unfinished() const noexcept override { return sends_in_flight_.load(std::memory_order_relaxed) != 0; }
+  bool reliable() const noexcept override { return true; }
+  const net::link_counters& counters() const noexcept override { return counters_; }
+
+ private:
+  struct peer {
+    fi_addr_t at = FI_ADDR_UNSPEC;
+    bool reached = false;  // a send to it has completed: its connection is made
+    std::vector<std::byte> name;
+  };
+  void sent(buffer& b, bool ok) noexcept;  // a send's completion
+  void fail(const char* call, int rc);  // closes what is open, throws
+  void close_all() noexcept;
+  std::string text_of(const std::vector<std::byte>& name) const;
+  bool post_receive(buffer& b) noexcept;
+  bool post_send(buffer& b) noexcept;  // false: the provider said try again
+  void progress() noexcept;            // reads the completion queue
+  void retry_backlog(net::clock::time_point now) noexcept;
+  buffer* take_send_buffer() noexcept;
+
+  const library_calls& lib_;
+  std::string provider_, domain_;
+  size_t max_datagram_;
+  fi_info* info_ = nullptr;
+  fid_fabric* fabric_ = nullptr;
+  fid_domain* domain_fid_ = nullptr;
+  fid_wait* wait_set_ = nullptr;
+  fid_cq* cq_ = nullptr;
+  fid_av* av_ = nullptr;
+  fid_ep* ep_ = nullptr;
+  fid* wait_fid_ = nullptr;  // what fi_trywait looks at: the wait set or the queue
+  int fd_ = -1;
+  std::vector<std::byte> name_;
+  std::vector<peer> peers_;
+  std::vector<std::unique_ptr<buffer>> receives_;
+  std::vector<std::unique_ptr<buffer>> sends_;  // every send buffer made
+  std::vector<buffer*> free_sends_;
+  size_t sends_posted_ = 0, send_limit_ = 0;
+  std::deque<buffer*> backlog_;  // refused for now (a connection being made): posted at the next flush
+  std::deque<buffer*> arrived_;  // completed receives not yet handed to the network
+  std::atomic<size_t> arrived_count_{0};  // arrived_.size(), for ready_to_sleep() without the lock
+  std::atomic<bool> waiting_{false};      // !backlog_.empty(), likewise
+  std::atomic<size_t> first_contacts_{0};   // sends in flight with first_contact
+  std::atomic<size_t> sends_in_flight_{0};  // sends_posted_, likewise
+  uint64_t flushes_ = 0;
+  net::link_counters counters_;
+};
+
+ofi_link::ofi_link(const core::config& cfg) : lib_(calls()), max_datagram_(cfg.net_mtu + 256) {
+  if (!lib_.handle) throw error(status::not_init, opening, lib_.why + " (install libfabric1, or use CLUMP_NET=udp)");
+  if (cfg.net_fault.drop > 0 || cfg.net_fault.duplicate > 0 || cfg.net_fault.reorder > 0 || cfg.net_fault.delay > 0)
+    throw error(status::bad_arg, opening, "CLUMP_NET_FAULT injects faults into UDP sockets only: use CLUMP_NET=udp");
+  fi_info* hints = lib_.dupinfo(nullptr);
+  if (!hints) throw error(status::resource, opening, "fi_allocinfo failed");
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->caps = FI_MSG;
+  hints->mode = FI_CONTEXT | FI_CONTEXT2;  // every operation has a live fi_context2
+  hints->domain_attr->threading = FI_THREAD_SAFE;  // the service thread waits while a program thread polls
+  // Buffers are not registered: no FI_MR_LOCAL.
+  hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+  // The domain: named, or the one with this host's address (interface names
+  // and fabric names are ignored as hints by the socket providers: the list
+  // is walked instead).
+  std::string node;
+  if (cfg.ofi_domain.empty()) {
+    const in_addr a = net::local_address(cfg.net_address);
+    char text[INET_ADDRSTRLEN] = "";
+    ::inet_ntop(AF_INET, &a, text, sizeof text);
+    node = text;
+  }
+  fi_info* list = nullptr;
+  int rc = lib_.getinfo(FI_VERSION(1, 9), node.empty() ? nullptr : node.c_str(), nullptr,
+                        node.empty() ? 0 : FI_SOURCE, hints, &list);
+  if (rc == -FI_ENODATA && !node.empty()) {
+    // A provider that is not addressed by IP (efa, cxi, psm2): its first domain.
+    node.clear();
+    rc = lib_.getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &list);
+  }
+  lib_.freeinfo(hints);
+  const char* wanted = std::getenv("FI_PROVIDER");
+  const std::string asked = wanted ? std::string(" FI_PROVIDER=") + wanted : std::string();
+  if (rc != 0)
+    throw error(status::resource, opening,
+                "no libfabric provider offers reliable datagram endpoints" + (asked.empty() ? "" : " with" + asked) +
+                    (node.empty() ? "" : " at " + node) + " (fi_getinfo: " + fi_text(lib_, rc) +
+                    "); `fi_info -t FI_EP_RDM` lists them, or use CLUMP_NET=udp");
+  const fi_info* chosen = nullptr;
+  for (const fi_info* i = list; i && !chosen; i = i->next) {
+    const std::string prov = i->fabric_attr->prov_name ? i->fabric_attr->prov_name : "";
+    const std::string dom = i->domain_attr->name ? i->domain_attr->name : "";
+    if (prov.substr(0, prov.find(';')) == "shm") continue;  // one host only: clump has its own
+    if (!cfg.ofi_domain.empty() && dom != cfg.ofi_domain) continue;
+    if (!node.empty() && i->addr_format != FI_SOCKADDR_IN) continue;
+    chosen = i;
+  }
+  if (!chosen) {
+    std::string seen;
+    for (const fi_info* i = list; i; i = i->next) {
+      const std::string d = std::string(i->fabric_attr->prov_name) + " " + i->domain_attr->name;
+      if (seen.find(d) == std::string::npos) seen += (seen.empty() ? "" : ", ") + d;
+    }
+    lib_.freeinfo(list);
+    throw error(status::resource, opening,
+                (cfg.ofi_domain.empty() ? std::string("no provider but shm") : "no domain " + cfg.ofi_domain) +
+                    " among the reliable datagram endpoints" + asked + " (" + seen +
+                    "): set CLUMP_OFI_DOMAIN to one of those domains, or use CLUMP_NET=udp");
+  }
+  info_ = lib_.dupinfo(chosen);
+  lib_.freeinfo(list);
+  if (!info_) throw error(status::resource, opening, "fi_dupinfo failed");
+  provider_ = info_->fabric_attr->prov_name;
+  domain_ = info_->domain_attr->name;
+  // Sends are copied into buffers of our own: a datagram's bytes need only
+  // last until the network's flush, an operation's until its completion.
+  send_limit_ = std::clamp<size_t>(info_->tx_attr ? info_->tx_attr->size : 256, 16, 1024);
+
+  if ((rc = lib_.fabric(info_->fabric_attr, &fabric_, nullptr)) != 0) fail("fi_fabric", rc);
+  if ((rc = fi_domain(fabric_, info_, &domain_fid_, nullptr)) != 0) fail("fi_domain", rc);
+  // Blocking: a wait set with a file descriptor works with both providers
+  // here (udp;ofi_rxd's queue alone gives no descriptor); else the queue's own.
+  fi_wait_attr wait_attr{};
+  wait_attr.wait_obj = FI_WAIT_FD;
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_MSG;
+  cq_attr.size = send_limit_ + 2 * 64;
+  if (fi_wait_open(fabric_, &wait_attr, &wait_set_) == 0) {
+    cq_attr.wait_obj = FI_WAIT_SET;
+    cq_attr.wait_set = wait_set_;
+    wait_fid_ = &wait_set_->fid;
+  } else {
+    wait_set_ = nullptr;
+    cq_attr.wait_obj = FI_WAIT_FD;
+  }
+  if ((rc = fi_cq_open(domain_fid_, &cq_attr, &cq_, nullptr)) != 0) fail("fi_cq_open", rc);
+  if (!wait_set_) wait_fid_ = &cq_->fid;
+  if ((rc = fi_control(wait_fid_, FI_GETWAIT, &fd_)) != 0) fail("fi_control(FI_GETWAIT)", rc);
+  fi_av_attr av_attr{};
+  av_attr.type = FI_AV_TABLE;
+  if ((rc = fi_av_open(domain_fid_, &av_attr, &av_, nullptr)) != 0) fail("fi_av_open", rc);
+  if ((rc = fi_endpoint(domain_fid_, info_, &ep_, nullptr)) != 0) fail("fi_endpoint", rc);
+  if ((rc = fi_ep_bind(ep_, &av_->fid, 0)) != 0) fail("fi_ep_bind(av)", rc);
+  if ((rc = fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV)) != 0) fail("fi_ep_bind(cq)", rc);
+  if ((rc = fi_enable(ep_)) != 0) fail("fi_enable", rc);
+  size_t len = 0;
+  fi_getname(&ep_->fid, nullptr, &len);
+  name_.resize(len);
+  if ((rc = fi_getname(&ep_->fid, name_.data(), &len)) != 0) fail("fi_getname", rc);
+  name_.resize(len);
+  // Receives stay posted: a provider keeps what arrives early in its own
+  // buffers (tcp;ofi_rxm) or has it sent again (udp;ofi_rxd).
+  for (int i = 0; i < 32; ++i) {
+    auto b = std::make_unique<buffer>();
+    b->receive = true;
+    b->bytes.resize(max_datagram_);
+    if (!post_receive(*b)) fail("fi_recv", -FI_EAGAIN);
+    receives_.push_back(std::move(b));
+  }
+}
+
+ofi_link::~ofi_link() { close_all(); }
+
+void ofi_link::fail(const char* call, int rc) {
+  const std::string what = std::string(call) + " failed for " + provider_ + " on " + domain_ + ": " + fi_text(lib_, rc);
+  close_all();
+  throw error(status::resource, opening, what + "; use CLUMP_NET=udp");
+}
+
+void ofi_link::close_all() noexcept {
+  // The endpoint first: nothing completes into the buffers after it.
+  if (ep_) fi_close(&ep_->fid);
+  if (av_) fi_close(&av_->fid);
+  if (cq_) fi_close(&cq_->fid);
+  if (wait_set_) fi_close(&wait_set_->fid);
+  if (domain_fid_) fi_close(&domain_fid_->fid);
+  if (fabric_) fi_close(&fabric_->fid);
+  if (info_) lib_.freeinfo(info_);
+  ep_ = nullptr, av_ = nullptr, cq_ = nullptr, wait_set_ = nullptr, domain_fid_ = nullptr, fabric_ = nullptr;
+  info_ = nullptr;
+}
+
+std::string ofi_link::text_of(const std::vector<std::byte>& name) const {
+  char text[128] = "?";
+  size_t n = sizeof text;
+  if (av_ && !name.empty()) fi_av_straddr(av_, name.data(), text, &n);
+  text[sizeof text - 1] = 0;
+  return text;
+}
+
+bool ofi_link::add_peer(int rank, std::span<const std::byte> address) {
+  if (rank < 0 || address.empty() || address.size() > 64) return false;
+  if (peers_.size() <= static_cast<size_t>(rank)) peers_.resize(static_cast<size_t>(rank) + 1);
+  peer& p = peers_[static_cast<size_t>(rank)];
+  p.name.assign(address.begin(), address.end());
+  const int n = fi_av_insert(av_, p.name.data(), 1, &p.at, 0, nullptr);
+  return n == 1;
+}
+
+bool ofi_link::post_receive(buffer& b) noexcept {
+  for (int tries = 0; tries < 1000; ++tries) {
+    const ssize_t rc = fi_recv(ep_, b.bytes.data(), b.bytes.size(), nullptr, FI_ADDR_UNSPEC, &b.context);
+    if (rc == 0) return true;
+    if (rc != -FI_EAGAIN) return false;
+    progress();
+  }
+  return false;
+}
+
+bool ofi_link::post_send(buffer& b) noexcept {
+  const ssize_t rc = fi_send(ep_, b.bytes.data(), b.length, nullptr, peers_[static_cast<size_t>(b.rank)].at, &b.context);
+  if (rc == 0) {
+    ++sends_posted_;
+    sends_in_flight_.store(sends_posted_, std::memory_order_relaxed);
+    // Until a send to it completes, the provider may still be making the
+    // connection, which needs progress whatever the program does.
+    b.first_contact = !peers_[static_cast<size_t>(b.rank)].reached;
+    if (b.first_contact) first_contacts_.fetch_add(1, std::memory_order_relaxed);
+    counters_.datagrams_sent++;
+    counters_.bytes_sent += b.length;
+    return true;
+  }
+  if (rc == -FI_EAGAIN) return false;
+  // Refused for good: as if lost (the protocol sends it again).
+  counters_.send_errors++;
+  free_sends_.push_back(&b);
+  return true;
+}
+
+buffer* ofi_link::take_send_buffer() noexcept {
+  if (free_sends_.empty() && sends_.size() < send_limit_) {
+    auto b = std::unique_ptr<buffer>(new (std::nothrow) buffer);
+    if (b) {
+      free_sends_.push_back(b.get());
+      sends_.push_back(std::move(b));
+    }
+  }
+  if (free_sends_.empty()) progress();
+  if (free_sends_.empty()) return nullptr;
+  buffer* b = free_sends_.back();
+  free_sends_.pop_back();
+  return b;
+}
+
+void ofi_link::queue(int rank, const std::byte* data, size_t n, const std::byte* body, size_t body_n,
+                     const std::byte* tail, size_t tail_n) noexcept {
+  if (rank < 0 || static_cast<size_t>(rank) >= peers_.size() || peers_[rank].at == FI_ADDR_UNSPEC) {
+    counters_.send_errors++;
+    return;
+  }
+  buffer* b = take_send_buffer();
+  if (!b) {  // every buffer in flight: as if lost
+    counters_.send_errors++;
+    return;
+  }
+  b->rank = rank;
+  b->length = n + body_n + tail_n;
+  try {
+    b->bytes.resize(b->length);
+  } catch (...) {
+    counters_.send_errors++;
+    free_sends_.push_back(b);
+    return;
+  }
+  std::memcpy(b->bytes.data(), data, n);
+  if (body_n) std::memcpy(b->bytes.data() + n, body, body_n);
+  if (tail_n) std::memcpy(b->bytes.data() + n + body_n, tail, tail_n);
+  // Behind what waits already, to keep the order datagrams were queued in.
+  if (backlog_.empty()) {
+    // Refused while the provider makes the connection (the first datagram
+    // to a peer: tcp;ofi_rxm refuses for a few ms): it needs progress.
+    for (int tries = 0; tries < 64; ++tries) {
+      if (post_send(*b)) return;
+      progress();
+    }
+  }
+  b->since = net::clock::now();
+  backlog_.push_back(b);
+  waiting_.store(true, std::memory_order_relaxed);
+}
+
+void ofi_link::retry_backlog(net::clock::time_point now) noexcept {
+  while (!backlog_.empty()) {
+    buffer* b = backlog_.front();
+    if (!post_send(*b)) {
+      // A provider that keeps refusing (a connection that cannot be made):
+      // drop what waited long; the protocol sends it again, or finds the
+      // peer unreachable.
+      if (now - b->since < std::chrono::milliseconds(200)) return;
+      counters_.send_errors++;
+      free_sends_.push_back(b);
+    }
+    backlog_.pop_front();
+  }
+  waiting_.store(false, std::memory_order_relaxed);
+}
+
+void ofi_link::progress() noexcept {
+  fi_cq_msg_entry done[16];
+  for (;;) {
+    const ssize_t n = fi_cq_read(cq_, done, std::size(done));
+    if (n == -FI_EAGAIN) return;
+    if (n == -FI_EAVAIL) {
+      fi_cq_err_entry e{};
+      if (fi_cq_readerr(cq_, &e, 0) <= 0 || !e.op_context) return;
+      auto* b = static_cast<buffer*>(e.op_context);
+      if (b->receive) {
+        // Truncated or broken: dropped, as UDP would (the sender's copy is sent again).
+        counters_.send_errors++;
+        post_receive(*b);
+      } else {
+        sent(*b, false);
+      }
+      continue;
+    }
+    if (n < 0) return;
+    for (ssize_t i = 0; i < n; ++i) {
+      auto* b = static_cast<buffer*>(done[i].op_context);
+      if (!b) continue;
+      if (b->receive) {
+        b->length = done[i].len;
+        arrived_.push_back(b);
+      } else {
+        sent(*b, true);
+      }
+    }
+    arrived_count_.store(arrived_.size(), std::memory_order_relaxed);
+    if (n < static_cast<ssize_t>(std::size(done))) return;
+  }
+}
+
+void ofi_link::sent(buffer& b, bool ok) noexcept {
+  if (!ok) counters_.send_errors++;
+  --sends_posted_;
+  sends_in_flight_.store(sends_posted_, std::memory_order_relaxed);
+  if (b.first_contact) {
+    b.first_contact = false;
+    first_contacts_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  if (ok) peers_[static_cast<size_t>(b.rank)].reached = true;
+  free_sends_.push_back(&b);
+}
+
+void ofi_link::flush(net::clock::time_point now) noexcept {
+  ++flushes_;
+  retry_backlog(now);
+  // Providers progress only when their queue is read (manual progress):
+  // what was just posted leaves now.
+  progress();
+}
+
+unsigned ofi_link::receive(net::clock::time_point now, on_datagram f, void* context) noexcept {
+  progress();
+  retry_backlog(now);
+  unsigned count = 0;
+  while (!arrived_.empty() && count < 32) {
+    buffer* b = arrived_.front();
+    arrived_.pop_front();
+    counters_.datagrams_received++;
+    counters_.bytes_received += b->length;
+    f(context, b->bytes.data(), b->length, net::origin{});
+    ++count;
+    if (!post_receive(*b)) counters_.send_errors++;  // the provider failed: one receive fewer
+  }
+  arrived_count_.store(arrived_.size(), std::memory_order_relaxed);
+  return count;
+}
+
+bool ofi_link::ready_to_sleep() noexcept {
+  // A backlog wants retrying until the connection is made: no fd says when.
+  if (arrived_count_.load(std::memory_order_relaxed) != 0 || waiting_.load(std::memory_order_relaxed)) return false;
+  fid* f = wait_fid_;
+  return fi_trywait(fabric_, &f, 1) == FI_SUCCESS;
+}
+
+}  // namespace
+
+std::unique_ptr<net::link> open_link(const core::config& cfg) {
+  if (cfg.net_kind == 1 || (cfg.net_kind == 0 && !fabric_present())) return nullptr;
+  try {
+    return std::make_unique<ofi_link>(cfg);
+  } catch (const error& e) {
+    if (cfg.net_kind == 2) throw;
+    core::log_error("CLUMP_NET=auto: libfabric offers a fabric, but %s; the network goes over UDP", e.what());
+    return nullptr;
+  }
+}
+
+bool fabric_present() {
+  std::string why;
+  for (const std::string& p : rdm_providers(why))
+    if (!emulation(p)) return true;
+  return false;
+}
+
+}  // namespace clump::ofi
+
+#else
+
+namespace clump::ofi {
+
+std::unique_ptr<net::link> open_link(const core::config& cfg) {
+  if (cfg.net_kind != 2) return nullptr;
+  throw error(status::not_init, "opening the libfabric endpoint (CLUMP_NET=ofi)",
+              "this clump was built without libfabric: install libfabric-dev and rebuild, or use CLUMP_NET=udp");
+}
+
+bool fabric_present() { return false; }
+
+}  // namespace clump::ofi
+
+#endif
