@@ -29,8 +29,11 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <clump/status.hpp>
+
 #include "boot/wire.hpp"
 #include "core/settings.hpp"
+#include "ofi/link.hpp"
 #include "clumprun/binding.hpp"
 #include "clumprun/handshake.hpp"
 #include "clumprun/launcher.hpp"
@@ -299,9 +302,20 @@ int main(int argc, char** argv) {
     }
     if (seen.insert(tag).second) o.tags.push_back(tag);
   }
-  if (verbose)
+  if (verbose) {
     clumprun::say(fmt::format("job {:016x}: {} rank(s) on {} node(s) of {}; binding: {}; datagrams {}", o.job_id,
                               o.nranks, o.nodes.node_count, *program, binding.why,
                               o.net_auth ? "authenticated" : "not authenticated"));
+    // What the ranks' network goes over, as this host would open it (CLUMP_NET).
+    const auto& cfg = clump::core::settings();
+    if (o.nranks > 1 && (o.nodes.node_count > 1 || cfg.force_net)) {
+      try {
+        const std::unique_ptr<clump::net::link> link = clump::ofi::open_link(cfg);
+        clumprun::say(fmt::format("network between nodes: {}", link ? link->kind() : std::string("udp")));
+      } catch (const clump::error& e) {
+        clumprun::say(fmt::format("network between nodes: cannot be opened here: {}", e.what()));
+      }
+    }
+  }
   return clumprun::run_job(o);
 }

@@ -179,9 +179,15 @@ ofi_link::ofi_link(const core::config& cfg) : lib_(calls()), max_datagram_(cfg.n
       if (seen.find(d) == std::string::npos) seen += (seen.empty() ? "" : ", ") + d;
     }
     lib_.freeinfo(list);
-    throw error(status::resource, opening,
-                (cfg.ofi_domain.empty() ? std::string("no provider but shm") : "no domain " + cfg.ofi_domain) +
-                    " among the reliable datagram endpoints" + asked + " (" + seen +
+    if (cfg.ofi_domain.empty())
+      throw error(status::resource, opening,
+                  "only shm, which stays on one host, offers reliable datagram endpoints" +
+                      (asked.empty() ? "" : " with" + asked) +
+                      ": clump reaches its own host through shared memory; name a provider that crosses hosts "
+                      "(`fi_info -t FI_EP_RDM` lists them), or use CLUMP_NET=udp");
+    throw error(status::bad_arg, opening,
+                "no domain " + cfg.ofi_domain + " among the reliable datagram endpoints" +
+                    (asked.empty() ? "" : " with" + asked) + " (" + seen +
                     "): set CLUMP_OFI_DOMAIN to one of those domains, or use CLUMP_NET=udp");
   }
   info_ = lib_.dupinfo(chosen);

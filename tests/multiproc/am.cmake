@@ -60,6 +60,26 @@ set_tests_properties(netns_am_every_kind_across_two_hosts netns_am_flood_across_
              ENVIRONMENT "CLUMP_SEGMENT_SIZE=8M;CLUMP_NET_TIMEOUT_MS=1000")
 set_tests_properties(netns_am_killed_rank_across_three_hosts_through_agents PROPERTIES
   PASS_REGULAR_EXPRESSION "killed peer: rank [01] got.*killed peer: rank [01] got.*exit code 137")
+# The same across hosts over libfabric (CLUMP_NET=ofi), authenticated as every job across hosts is.
+if(LIBFABRIC_FOUND)
+  add_test(NAME netns_am_every_kind_across_two_hosts_over_ofi_tcp
+    COMMAND ${netns_run} -n 4 $<TARGET_FILE:am_conformance> kinds)
+  add_test(NAME netns_am_flood_across_three_hosts_over_ofi_udp
+    COMMAND ${PROJECT_SOURCE_DIR}/tests/netns/run --hosts 3 --clumprun $<TARGET_FILE:clumprun> -- -n 6 --bind none
+            $<TARGET_FILE:am_conformance> flood 2000)
+  add_test(NAME netns_am_killed_rank_across_three_hosts_over_ofi_tcp
+    COMMAND sh -c "\"$0\" --hosts 3 --clumprun \"$1\" -- -n 3 --bind none --keep-going \"$2\" killed; \
+                   code=$?; [ $code -eq 77 ] && exit 77; echo \"exit code $code\"; [ $code -eq 137 ]"
+            ${PROJECT_SOURCE_DIR}/tests/netns/run $<TARGET_FILE:clumprun> $<TARGET_FILE:am_conformance>)
+  set_tests_properties(netns_am_every_kind_across_two_hosts_over_ofi_tcp netns_am_killed_rank_across_three_hosts_over_ofi_tcp
+    PROPERTIES LABELS "multiproc;netns;net;ofi" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE TIMEOUT 120
+               ENVIRONMENT "CLUMP_SEGMENT_SIZE=8M;CLUMP_NET_TIMEOUT_MS=1000;CLUMP_NET=ofi;FI_PROVIDER=tcp")
+  set_tests_properties(netns_am_flood_across_three_hosts_over_ofi_udp
+    PROPERTIES LABELS "multiproc;netns;net;ofi" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE TIMEOUT 120
+               ENVIRONMENT "CLUMP_SEGMENT_SIZE=8M;CLUMP_NET_TIMEOUT_MS=1000;CLUMP_NET=ofi;FI_PROVIDER=udp")
+  set_tests_properties(netns_am_killed_rank_across_three_hosts_over_ofi_tcp PROPERTIES
+    PASS_REGULAR_EXPRESSION "killed peer: rank [01] got.*killed peer: rank [01] got.*exit code 137")
+endif()
 
 # The trust suite (tests/multiproc/trust.cpp scenarios, trust_test.cpp driver):
 # quiet peers are not dead, tags guard every byte, waits end when a peer dies.
@@ -84,6 +104,16 @@ add_test(NAME netns_a_cut_link_is_found_within_the_timeout
 set_tests_properties(netns_a_cut_link_is_found_within_the_timeout
   PROPERTIES LABELS "multiproc;netns;net;trust" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE TIMEOUT 60
              ENVIRONMENT "CLUMP_NET_TIMEOUT_MS=1000")
+# Over libfabric too: neither provider reports the peer's loss; clump's keep-alives find it.
+if(LIBFABRIC_FOUND)
+  foreach(provider tcp udp)
+    add_test(NAME netns_a_cut_link_is_found_within_the_timeout_over_ofi_${provider}
+      COMMAND ${netns_run} -n 2 --bind none $<TARGET_FILE:trust> cut "ip -n clumpns-br link set vh1 down")
+    set_tests_properties(netns_a_cut_link_is_found_within_the_timeout_over_ofi_${provider}
+      PROPERTIES LABELS "multiproc;netns;net;trust;ofi" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE TIMEOUT 60
+                 ENVIRONMENT "CLUMP_NET_TIMEOUT_MS=1000;CLUMP_NET=ofi;FI_PROVIDER=${provider}")
+  endforeach()
+endif()
 
 # The exit and crash suite (tests/multiproc/exits.cpp scenarios, exits_test.cpp
 # driver): every way a job ends, on shared memory, -N 2 and the net protocol.

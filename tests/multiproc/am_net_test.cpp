@@ -130,6 +130,27 @@ TEST(send_sockets, the_receiving_socket_alone_or_mixed_with_connected_ones_carri
   }
 }
 
+#if defined(CLUMP_HAVE_OFI)
+// Ranks that would talk over different networks (CLUMP_NET set for one
+// rank only, or another FI_PROVIDER) never start talking: each says which.
+TEST(networks, ranks_on_different_networks_are_refused_with_a_clear_error) {
+  struct mix {
+    std::vector<std::string> job_env;
+    const char* rank1;  // exported for rank 1 only
+  };
+  for (const mix& m : {mix{{}, "CLUMP_NET=ofi"}, mix{{"CLUMP_NET=ofi", "FI_PROVIDER=tcp"}, "FI_PROVIDER=udp"}}) {
+    auto r = clump::test::program_job(
+        "/bin/sh", 2,
+        {"-c", std::string("if [ \"$CLUMP_RANK\" = 1 ]; then export ") + m.rank1 + "; fi; exec \"$0\" kinds",
+         AM_CONFORMANCE},
+        m.job_env, {"-N", "2"});
+    EXPECT_NE(r.exit_code, 0) << m.rank1 << "\n" << r.output;
+    EXPECT_NE(r.output.find("talks over another network than this process"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("every process of a job must use the same one"), std::string::npos) << r.output;
+  }
+}
+#endif
+
 TEST(killed_peer, without_keep_going_the_job_ends_with_a_clear_error) {
   auto r = job(2, {"killed"}, {"CLUMP_NET_TIMEOUT_MS=1000"}, {"-N", "2"});
   EXPECT_EQ(r.exit_code, 137) << r.output;

@@ -28,7 +28,8 @@ foreach(bad "CLUMP_SEGMENT_SIZE=-1|CLUMP_SEGMENT_SIZE=-1 is not a size"
             "CLUMP_NET_WINDOW=-1|CLUMP_NET_WINDOW=-1 is out of range"
             "CLUMP_NET_TIMEOUT_MS=5|CLUMP_NET_TIMEOUT_MS=5 must be 0 \\(never\\) or between 100"
             "CLUMP_JOIN_TIMEOUT_S=0|CLUMP_JOIN_TIMEOUT_S=0 is out of range"
-            "CLUMP_NET_FAULT=delay_us=-1|delay_us=-1 is not a whole number")
+            "CLUMP_NET_FAULT=delay_us=-1|delay_us=-1 is not a whole number"
+            "CLUMP_NET=tcp|CLUMP_NET=tcp must be udp, ofi or auto")
   string(REPLACE "|" ";" parts "${bad}")
   list(GET parts 0 setting)
   list(GET parts 1 message)
@@ -37,13 +38,38 @@ foreach(bad "CLUMP_SEGMENT_SIZE=-1|CLUMP_SEGMENT_SIZE=-1 is not a size"
     COMMAND sh -c "out=$(env \"$0\" \"$1\" --limits 2>&1); code=$?; echo \"$out\"; test $code -eq 1 && echo \"$out\" | grep -Eq \"$2\""
             ${setting} $<TARGET_FILE:clump-info> ${message})
 endforeach()
-# clump-info lists libfabric's reliable-datagram providers: here, with
-# Debian's libfabric, tcp;ofi_rxm among them.
+# clump-info lists libfabric's reliable-datagram providers (here, with
+# Debian's libfabric, tcp;ofi_rxm among them) and names the network a job
+# would use between nodes (CLUMP_NET): UDP unless asked, since only socket
+# emulations are here.
 add_test(NAME clump_info_lists_the_libfabric_providers COMMAND clump-info)
 if(LIBFABRIC_FOUND)
   set_tests_properties(clump_info_lists_the_libfabric_providers PROPERTIES LABELS tools
-    PASS_REGULAR_EXPRESSION "libfabric \\(not used by jobs yet\\): libfabric 1\\.[0-9]+; reliable-datagram providers: [^\n]*tcp;ofi_rxm")
+    PASS_REGULAR_EXPRESSION "libfabric: libfabric 1\\.[0-9]+; reliable-datagram providers: [^\n]*tcp.ofi_rxm[^\n]*\nnetwork between nodes \\(CLUMP_NET=auto\\): udp\n")
+  # CLUMP_NET=ofi: the provider FI_PROVIDER names, at the address CLUMP_NET_ADDRESS names.
+  foreach(provider "tcp|tcp.ofi_rxm" "udp|udp.ofi_rxd")  # (. for ;, which would split the list)
+    string(REPLACE "|" ";" parts "${provider}")
+    list(GET parts 0 name)
+    list(GET parts 1 full)
+    add_test(NAME clump_info_names_the_ofi_network_over_${name}
+      COMMAND ${CMAKE_COMMAND} -E env CLUMP_NET=ofi FI_PROVIDER=${name} CLUMP_NET_ADDRESS=127.0.0.1 $<TARGET_FILE:clump-info>)
+    set_tests_properties(clump_info_names_the_ofi_network_over_${name} PROPERTIES LABELS tools
+      PASS_REGULAR_EXPRESSION "network between nodes \\(CLUMP_NET=ofi\\): ofi ${full} at fi_sockaddr_in://127\\.0\\.0\\.1:[0-9]+ \\(lo\\)")
+  endforeach()
+  # What cannot be had is said, with what there is, and clump-info fails.
+  foreach(bad "FI_PROVIDER=nosuch|no libfabric provider offers reliable datagram endpoints with FI_PROVIDER=nosuch"
+              "CLUMP_OFI_DOMAIN=nosuch|no domain nosuch among the reliable datagram endpoints .*tcp.ofi_rxm lo"
+              "CLUMP_NET_FAULT=drop=0.1|CLUMP_NET_FAULT injects faults into UDP sockets only")
+    string(REPLACE "|" ";" parts "${bad}")
+    list(GET parts 0 setting)
+    list(GET parts 1 message)
+    string(MAKE_C_IDENTIFIER "${setting}" id)
+    add_test(NAME clump_info_says_why_ofi_cannot_be_opened_${id}
+      COMMAND sh -c "out=$(env CLUMP_NET=ofi \"$0\" \"$1\" 2>&1); code=$?; echo \"$out\"; test $code -eq 1 && echo \"$out\" | grep -Eq \"$2\""
+              ${setting} $<TARGET_FILE:clump-info> ${message})
+    set_tests_properties(clump_info_says_why_ofi_cannot_be_opened_${id} PROPERTIES LABELS tools)
+  endforeach()
 else()
   set_tests_properties(clump_info_lists_the_libfabric_providers PROPERTIES LABELS tools
-    PASS_REGULAR_EXPRESSION "libfabric \\(not used by jobs yet\\): not available; reliable-datagram providers: none \\(built without libfabric")
+    PASS_REGULAR_EXPRESSION "libfabric: not available; reliable-datagram providers: none \\(built without libfabric")
 endif()
