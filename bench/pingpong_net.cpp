@@ -68,9 +68,14 @@ void set_up_udp(clump::runtime& rt, bool open, udp_partner& u) {
   const bool mine = open && rt.rank() <= 1 && rt.size() > 1;
   sockaddr_in self{};
   if (mine) {
-    const std::string clump_address = clump::network_address();
+    std::string clump_address = clump::network_address();
+    // Over libfabric (CLUMP_NET=ofi) the address reads "fi_sockaddr_in://a.b.c.d:port (lo)": the raw
+    // sockets take its IP, and sizes of their own (clump has no UDP socket then).
+    const bool over_ofi = clump_address.rfind("fi_sockaddr_in://", 0) == 0;
+    if (over_ofi) clump_address = clump_address.substr(17, clump_address.find(' ') - 17);
     u.ip = clump_address.empty() ? "127.0.0.1" : clump_address.substr(0, clump_address.rfind(':'));
-    const auto found = clump_address.empty() ? std::nullopt : bench::buffers_of_socket(clump_address);
+    const auto found =
+        clump_address.empty() || over_ofi ? std::nullopt : bench::buffers_of_socket(clump_address);
     u.wanted = found ? *found : as_clump_sizes_them();
     u.wanted_from_clump = found.has_value();
     u.link = std::make_unique<bench::udp_link>(u.ip, u.wanted);
