@@ -64,11 +64,13 @@ class link {
   /// returns how many.
   virtual unsigned receive(clock::time_point now, on_datagram f, void* context) noexcept = 0;
   /// A file descriptor that becomes readable when datagrams arrive (the
-  /// service thread sleeps on it); check ready_to_sleep() first.
+  /// service thread sleeps on it); ask sleep_limit() first.
   virtual int wait_fd() const noexcept = 0;
-  /// False when the link has work that wait_fd() would not show: poll
-  /// instead of sleeping. May be called without the network's lock.
-  virtual bool ready_to_sleep() noexcept { return true; }
+  /// How long a thread may sleep on wait_fd() before it polls the link
+  /// again: zero when the link has work that wait_fd() would not show, a
+  /// short time when the provider wants polls that may find nothing (its
+  /// own bookkeeping), else no limit. May be called without the lock.
+  virtual clock::duration sleep_limit() noexcept { return clock::duration::max(); }
   /// True while datagrams wait inside the link for it to be polled again,
   /// whatever arrives (a connection being made): the service thread then
   /// polls it. May be called without the network's lock.
@@ -77,6 +79,10 @@ class link {
   /// manual progress moves them only when polled): a program that stops
   /// polling is then covered by the service thread. Without the lock too.
   virtual bool unfinished() const noexcept { return false; }
+  /// True when the link has not been polled for longer than its provider
+  /// may go unpolled (connections to accept, its own timers): the service
+  /// thread then covers for a program that does not poll. Without the lock.
+  virtual bool overdue(clock::time_point /*now*/) const noexcept { return false; }
 
   /// True when the link loses no datagram (a libfabric provider's
   /// reliable endpoint; it may still hand them over out of order): gaps are

@@ -832,7 +832,7 @@ void network::linger(clock::duration most) noexcept {
     }
     if (!pending || clock::now() >= deadline) return;
     pollfd fd{link_->wait_fd(), POLLIN, 0};
-    if (link_->ready_to_sleep()) ::poll(&fd, 1, 1);
+    if (link_->sleep_limit() > clock::duration::zero()) ::poll(&fd, 1, 1);
   }
 }
 
@@ -866,7 +866,9 @@ void network::wake_service() noexcept {
 
 bool network::work_waiting(clock::time_point now) noexcept {
   pollfd fd{link_->wait_fd(), POLLIN, 0};
-  if (!link_->ready_to_sleep() || link_->unfinished() || ::poll(&fd, 1, 0) > 0) return true;
+  if (link_->sleep_limit() == clock::duration::zero() || link_->unfinished() || link_->overdue(now) ||
+      ::poll(&fd, 1, 0) > 0)
+    return true;
   std::unique_lock lock(mutex_, std::try_to_lock);
   // A program thread holding the lock is not absent.
   return lock.owns_lock() && (next_timer_ <= now || link_->holding() || !give_backs_.empty());
@@ -874,8 +876,10 @@ bool network::work_waiting(clock::time_point now) noexcept {
 
 void network::service() noexcept {
   pollfd fds[2] = {{link_->wait_fd(), POLLIN, 0}, {event_fd_, POLLIN, 0}};
-  auto timeout_until = [](clock::time_point next) {
+  auto timeout_until = [this](clock::time_point next) {
     const auto now = clock::now();
+    const clock::duration limit = link_->sleep_limit();  // (the link may want polls sooner)
+    if (limit < std::chrono::milliseconds(100)) next = std::min(next, now + limit);
     const auto wait = next <= now ? clock::duration::zero()
                                   : std::min<clock::duration>(next - now, std::chrono::milliseconds(100));
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
@@ -934,10 +938,8 @@ void network::service() noexcept {
       // Lingering after the last sleeper: until active_until. Covering: look
       // again within absent_after, to hand the network back to a program
       // that polls again. Serving: the next timer (100 ms at most).
-      const timespec t = timeout_until(
-          !link_->ready_to_sleep() ? clock::now()
-          : serving               ? next
-                                  : std::min(next, active ? active_until : clock::now() + absent_after));
+      const timespec t = timeout_until(serving ? next
+                                               : std::min(next, active ? active_until : clock::now() + absent_after));
       ::ppoll(fds, 2, &t, nullptr);
     } else if (watching_.load(std::memory_order_relaxed) && !doorbell_.load(std::memory_order_relaxed)) {
       // (Relaxed: every change of these is followed by an eventfd write that
@@ -948,7 +950,7 @@ void network::service() noexcept {
         std::lock_guard lock(mutex_);
         next = next_timer_;
       }
-      const timespec t = timeout_until(link_->ready_to_sleep() ? next : clock::now());
+      const timespec t = timeout_until(next);
       const int n = ::ppoll(fds, 2, &t, nullptr);
       // Release: a poller that sees the bell sees what made us ring it.
       if (n == 0 || (fds[0].revents & POLLIN)) doorbell_.store(true, std::memory_order_release);

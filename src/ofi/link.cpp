@@ -8,6 +8,7 @@
 #if defined(CLUMP_HAVE_OFI)
 
 #include <arpa/inet.h>
+#include <sys/stat.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -73,11 +74,19 @@ class ofi_link final : public net::link {
   bool holding() const noexcept override { return !arrived_.empty() || !backlog_.empty(); }
   unsigned receive(net::clock::time_point now, on_datagram f, void* context) noexcept override;
   int wait_fd() const noexcept override { return fd_; }
-  bool ready_to_sleep() noexcept override;
+  net::clock::duration sleep_limit() noexcept override;
   bool needs_progress() const noexcept override {
     return waiting_.load(std::memory_order_relaxed) || first_contacts_.load(std::memory_order_relaxed) != 0;
   }
   bool unfinished() const noexcept override { return sends_in_flight_.load(std::memory_order_relaxed) != 0; }
+  // A provider makes connections (tcp;ofi_rxm accepts them) and runs its
+  // timers (udp;ofi_rxd's retransmissions) only inside reads of the queue,
+  // and the wait set does not show a peer that asks to connect: a process
+  // whose program computes must still be polled, or its peers find it dead.
+  bool overdue(net::clock::time_point now) const noexcept override {
+    return now.time_since_epoch().count() - progressed_.load(std::memory_order_relaxed) >
+           std::chrono::duration_cast<net::clock::duration>(std::chrono::milliseconds(10)).count();
+  }
   bool reliable() const noexcept override { return true; }
   const net::link_counters& counters() const noexcept override { return counters_; }
 
@@ -117,7 +126,10 @@ class ofi_link final : public net::link {
   size_t sends_posted_ = 0, send_limit_ = 0;
   std::deque<buffer*> backlog_;  // refused for now (a connection being made): posted at the next flush
   std::deque<buffer*> arrived_;  // completed receives not yet handed to the network
-  std::atomic<size_t> arrived_count_{0};  // arrived_.size(), for ready_to_sleep() without the lock
+  std::atomic<size_t> arrived_count_{0};  // arrived_.size(), for sleep_limit() without the lock
+  std::atomic<net::clock::rep> progressed_{0};  // when the queue was last read
+  std::atomic<bool> found_{false};         // a read of the queue found a completion (since sleep_limit() looked)
+  std::atomic<unsigned> fruitless_{0};     // sleep_limit()'s "poll again" answers since found_
   std::atomic<bool> waiting_{false};      // !backlog_.empty(), likewise
   std::atomic<size_t> first_contacts_{0};   // sends in flight with first_contact
   std::atomic<size_t> sends_in_flight_{0};  // sends_posted_, likewise
@@ -379,6 +391,7 @@ void ofi_link::retry_backlog(net::clock::time_point now) noexcept {
 }
 
 void ofi_link::progress() noexcept {
+  progressed_.store(net::clock::now().time_since_epoch().count(), std::memory_order_relaxed);
   fi_cq_msg_entry done[16];
   for (;;) {
     const ssize_t n = fi_cq_read(cq_, done, std::size(done));
@@ -397,6 +410,7 @@ void ofi_link::progress() noexcept {
       continue;
     }
     if (n < 0) return;
+    found_.store(true, std::memory_order_relaxed);
     for (ssize_t i = 0; i < n; ++i) {
       auto* b = static_cast<buffer*>(done[i].op_context);
       if (!b) continue;
@@ -449,11 +463,22 @@ unsigned ofi_link::receive(net::clock::time_point now, on_datagram f, void* cont
   return count;
 }
 
-bool ofi_link::ready_to_sleep() noexcept {
+net::clock::duration ofi_link::sleep_limit() noexcept {
   // A backlog wants retrying until the connection is made: no fd says when.
-  if (arrived_count_.load(std::memory_order_relaxed) != 0 || waiting_.load(std::memory_order_relaxed)) return false;
+  if (arrived_count_.load(std::memory_order_relaxed) != 0 || waiting_.load(std::memory_order_relaxed))
+    return net::clock::duration::zero();
   fid* f = wait_fid_;
-  return fi_trywait(fabric_, &f, 1) == FI_SUCCESS;
+  if (fi_trywait(fabric_, &f, 1) == FI_SUCCESS) {
+    fruitless_.store(0, std::memory_order_relaxed);
+    return net::clock::duration::max();
+  }
+  // Events inside the provider: poll again now. But tcp;ofi_rxm also says so
+  // for its connection bookkeeping, which it does only every
+  // FI_OFI_RXM_CM_PROGRESS_INTERVAL (10 ms) whatever the polls: when polls
+  // keep finding nothing, nap a millisecond rather than spin.
+  if (found_.exchange(false, std::memory_order_relaxed)) fruitless_.store(0, std::memory_order_relaxed);
+  if (fruitless_.fetch_add(1, std::memory_order_relaxed) < 32) return net::clock::duration::zero();
+  return std::chrono::milliseconds(1);
 }
 
 }  // namespace
@@ -470,6 +495,18 @@ std::unique_ptr<net::link> open_link(const core::config& cfg) {
 }
 
 bool fabric_present() {
+  // Loading Debian's libfabric takes 0.2 s (a library it pulls in reads
+  // /proc/kallsyms) and asking it for providers 0.16 s more: every process
+  // of every job would pay that. So only a machine with a fabric device
+  // asks: RDMA devices (InfiniBand, RoCE, EFA, Omni-Path: /sys/class/infiniband),
+  // Slingshot (cxi), Omni-Path's own (hfi1).
+  const char* devices[] = {"/sys/class/infiniband", "/sys/class/cxi", "/dev/cxi0", "/dev/hfi1_0"};
+  bool any = false;
+  for (const char* d : devices) {
+    struct stat st;
+    any = any || ::stat(d, &st) == 0;
+  }
+  if (!any) return false;
   std::string why;
   for (const std::string& p : rdm_providers(why))
     if (!emulation(p)) return true;

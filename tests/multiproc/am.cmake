@@ -24,7 +24,7 @@ target_compile_definitions(am_net_test PRIVATE
   CLUMPRUN="$<TARGET_FILE:clumprun>"
   AM_CONFORMANCE="$<TARGET_FILE:am_conformance>")
 add_dependencies(am_net_test clumprun am_conformance)
-if(LIBFABRIC_FOUND)
+if(CLUMP_OFI_TESTS)
   target_compile_definitions(am_net_test PRIVATE CLUMP_HAVE_OFI=1)
 endif()
 gtest_discover_tests(am_net_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 180 LABELS "multiproc;net")
@@ -61,7 +61,7 @@ set_tests_properties(netns_am_every_kind_across_two_hosts netns_am_flood_across_
 set_tests_properties(netns_am_killed_rank_across_three_hosts_through_agents PROPERTIES
   PASS_REGULAR_EXPRESSION "killed peer: rank [01] got.*killed peer: rank [01] got.*exit code 137")
 # The same across hosts over libfabric (CLUMP_NET=ofi), authenticated as every job across hosts is.
-if(LIBFABRIC_FOUND)
+if(CLUMP_OFI_TESTS)
   add_test(NAME netns_am_every_kind_across_two_hosts_over_ofi_tcp
     COMMAND ${netns_run} -n 4 $<TARGET_FILE:am_conformance> kinds)
   add_test(NAME netns_am_flood_across_three_hosts_over_ofi_udp
@@ -92,7 +92,7 @@ target_link_libraries(trust_test PRIVATE GTest::gtest_main)
 target_compile_definitions(trust_test PRIVATE CLUMPRUN="$<TARGET_FILE:clumprun>" TRUST="$<TARGET_FILE:trust>"
                            ATTACKER="$<TARGET_FILE:datagram_attacker>")
 add_dependencies(trust_test clumprun trust datagram_attacker)
-if(LIBFABRIC_FOUND)
+if(CLUMP_OFI_TESTS)
   target_compile_definitions(trust_test PRIVATE CLUMP_HAVE_OFI=1)
 endif()
 gtest_discover_tests(trust_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 240 LABELS "multiproc;trust")
@@ -105,7 +105,7 @@ set_tests_properties(netns_a_cut_link_is_found_within_the_timeout
   PROPERTIES LABELS "multiproc;netns;net;trust" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE TIMEOUT 60
              ENVIRONMENT "CLUMP_NET_TIMEOUT_MS=1000")
 # Over libfabric too: neither provider reports the peer's loss; clump's keep-alives find it.
-if(LIBFABRIC_FOUND)
+if(CLUMP_OFI_TESTS)
   foreach(provider tcp udp)
     add_test(NAME netns_a_cut_link_is_found_within_the_timeout_over_ofi_${provider}
       COMMAND ${netns_run} -n 2 --bind none $<TARGET_FILE:trust> cut "ip -n clumpns-br link set vh1 down")
