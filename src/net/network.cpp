@@ -106,7 +106,8 @@ network::network(const core::config& cfg, int rank_hint, std::unique_ptr<link> o
     : cfg_(cfg),
       link_(over ? std::move(over)
                  : std::make_unique<udp_link>(cfg.net_address, cfg.net_mtu, cfg.net_window, cfg.net_send_sockets,
-                                              cfg.net_fault, static_cast<uint64_t>(rank_hint))) {}
+                                              cfg.net_fault, static_cast<uint64_t>(rank_hint))),
+      udp_(dynamic_cast<udp_link*>(link_.get())) {}
 
 network::~network() {
   stopping_.store(true, std::memory_order_relaxed);  // relaxed: the eventfd write below carries it
@@ -257,10 +258,13 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
   } while (true);
   next_timer_ = std::min(next_timer_, now + std::chrono::microseconds(static_cast<int64_t>(p.rto_us(cfg_.net_rto_min_us))));
   core::sent_outside();  // see core/tsan.hpp
-  link_->flush(now);
   // A datagram the link could not send yet (a connection being made) needs
   // progress even while this thread blocks elsewhere: the service thread's.
-  if (link_->needs_progress()) [[unlikely]] wake_service();
+  if (on_link([&](auto& l) {
+        l.flush(now);
+        return l.needs_progress();
+      })) [[unlikely]]
+    wake_service();
   return result;
 }
 
@@ -289,8 +293,9 @@ void network::fill_acks(peer_state& p, datagram_header& h, clock::time_point now
 void network::transmit(peer_state& p, int rank, send_entry& e, clock::time_point now) noexcept {
   // Queued already in the batch not yet sent: once is enough (and its bytes,
   // and their tag, must not change before they leave).
-  if (e.queued_in == link_->flushes()) return;
-  e.queued_in = link_->flushes();
+  const uint64_t batch = on_link([](auto& l) { return l.flushes(); });
+  if (e.queued_in == batch) return;
+  e.queued_in = batch;
   // Piggyback the acknowledgements as they are now.
   datagram_header h;
   std::memcpy(&h, e.bytes.data(), sizeof h);
@@ -301,17 +306,20 @@ void network::transmit(peer_state& p, int rank, send_entry& e, clock::time_point
   p.unacked = 0;
   e.last_sent = now;
   ++e.transmissions;
-  if (!auth_) return link_->queue(rank, e.bytes.data(), e.bytes.size(), e.lent, e.lent_bytes);
+  if (!auth_)
+    return on_link([&](auto& l) { l.queue(rank, e.bytes.data(), e.bytes.size(), e.lent, e.lent_bytes, nullptr, 0); });
   if (!e.lent) {
     // In one piece, trailer included: one buffer for the system call.
     const size_t signed_n = e.bytes.size() - sizeof e.trailer;
     auth_->sign({e.bytes.data(), signed_n}, {}, e.trailer);
     std::memcpy(e.bytes.data() + signed_n, &e.trailer, sizeof e.trailer);
-    return link_->queue(rank, e.bytes.data(), e.bytes.size());
+    return on_link([&](auto& l) { l.queue(rank, e.bytes.data(), e.bytes.size(), nullptr, 0, nullptr, 0); });
   }
   auth_->sign(e.bytes, {e.lent, e.lent_bytes}, e.trailer);
-  link_->queue(rank, e.bytes.data(), e.bytes.size(), e.lent, e.lent_bytes,
-                reinterpret_cast<const std::byte*>(&e.trailer), sizeof e.trailer);
+  on_link([&](auto& l) {
+    l.queue(rank, e.bytes.data(), e.bytes.size(), e.lent, e.lent_bytes, reinterpret_cast<const std::byte*>(&e.trailer),
+            sizeof e.trailer);
+  });
 }
 
 void network::send_ack(peer_state& p, int rank, datagram_type type) noexcept {
@@ -327,8 +335,10 @@ void network::send_ack(peer_state& p, int rank, datagram_type type) noexcept {
   // Its own buffer: an ack and a ping may wait in one batch.
   const unsigned slot = p.next_small++ % std::size(p.small);
   // One waiting to leave in this batch must not be overwritten: send the batch first.
-  if (p.small_batch[slot] == link_->flushes()) link_->flush(clock::now());
-  p.small_batch[slot] = link_->flushes();
+  on_link([&](auto& l) {
+    if (p.small_batch[slot] == l.flushes()) l.flush(clock::now());
+    p.small_batch[slot] = l.flushes();
+  });
   peer_state::small_datagram& out = p.small[slot];
   std::memcpy(out.bytes, &h, sizeof h);
   if (auth_) {
@@ -336,7 +346,7 @@ void network::send_ack(peer_state& p, int rank, datagram_type type) noexcept {
     auth_->sign({out.bytes, sizeof h}, {}, t);
     std::memcpy(out.bytes + sizeof h, &t, sizeof t);
   }
-  link_->queue(rank, out.bytes, sizeof h + trailer_);
+  on_link([&](auto& l) { l.queue(rank, out.bytes, sizeof h + trailer_, nullptr, 0, nullptr, 0); });
   p.ack_due = false;
   p.unacked = 0;
   if (type == datagram_type::ping)
@@ -366,22 +376,30 @@ unsigned network::poll_locked(clock::time_point now) noexcept {
   const uint64_t before = link_->counters().datagrams_received;
   // A few batches at most, so that one poll cannot be held forever by a flood.
   for (int round = 0; round < 4; ++round) {
-    struct context {
-      network* self;
-      clock::time_point now;
-    } c{this, now};
-    const unsigned got = link_->receive(
-        now,
-        [](void* v, const std::byte* bytes, size_t n, const origin& from) {
-          auto* c = static_cast<context*>(v);
-          c->self->on_datagram(bytes, n, from, c->now);
-        },
-        &c);
+    unsigned got;
+    if (udp_) [[likely]] {
+      got = udp_->receive_each(
+          now, [&](const std::byte* bytes, size_t n, const origin& from) { on_datagram(bytes, n, from, now); });
+    } else {
+      struct context {
+        network* self;
+        clock::time_point now;
+      } c{this, now};
+      got = link_->receive(
+          now,
+          [](void* v, const std::byte* bytes, size_t n, const origin& from) {
+            auto* c = static_cast<context*>(v);
+            c->self->on_datagram(bytes, n, from, c->now);
+          },
+          &c);
+    }
     if (got < 32) break;
   }
-  if (now >= next_timer_ || link_->holding()) run_timers(now);
-  if (!give_backs_.empty()) offer_give_backs();
-  link_->flush(now);
+  on_link([&](auto& l) {
+    if (now >= next_timer_ || l.holding()) run_timers(now);
+    if (!give_backs_.empty()) offer_give_backs();
+    l.flush(now);
+  });
   return static_cast<unsigned>(link_->counters().datagrams_received - before);
 }
 
@@ -443,7 +461,7 @@ network::peer_state* network::sender_of(const decoded& d, const origin& from) no
   // message. (Checked before a first datagram makes the peer's state.) A
   // libfabric link cannot tell where a datagram came from (origin without
   // an address): there only authentication ties it to its rank.
-  if (from.addr && !link_->sent_by(static_cast<int>(d.h.src_rank), from)) [[unlikely]] {
+  if (from.addr && !on_link([&](auto& l) { return l.sent_by(static_cast<int>(d.h.src_rank), from); })) [[unlikely]] {
     ++refused_[static_cast<unsigned>(refusal::wrong_source)];
     return nullptr;
   }

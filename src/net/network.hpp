@@ -189,6 +189,13 @@ class network {
 
   core::config cfg_;
   std::unique_ptr<link> link_;
+  udp_link* udp_ = nullptr;  // link_ when it is the UDP one: the hot paths call it directly (see on_link)
+  /// Calls f with the link: as a udp_link (a final class: direct calls,
+  /// inlined, as before links existed) when it is one, else through the interface.
+  template <class F>
+  decltype(auto) on_link(F&& f) {
+    return udp_ ? f(*udp_) : f(*link_);
+  }
   std::unique_ptr<authenticator> auth_;  // null: datagrams are not authenticated
   size_t trailer_ = 0;                   // sizeof(auth_trailer) when they are
   uint8_t flags_ = 0;                    // flag_auth when authenticated: what decode() expects (flag_gcm aside)

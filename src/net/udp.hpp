@@ -161,6 +161,13 @@ class udp_link final : public link {
       f(context, bytes, n, origin{&from});
     });
   }
+  /// receive() with a callable of any type, for callers that know the link is UDP.
+  template <class F>
+  unsigned receive_each(clock::time_point now, F&& f) {
+    return socket_.receive(now, [&](const std::byte* bytes, size_t n, const sockaddr_in& from) {
+      f(bytes, n, origin{&from});
+    });
+  }
   int wait_fd() const noexcept override { return socket_.fd(); }
   const link_counters& counters() const noexcept override { return socket_.counters(); }
 
