@@ -894,10 +894,15 @@ bool network::work_waiting(clock::time_point now) noexcept {
 
 void network::service() noexcept {
   pollfd fds[2] = {{link_->wait_fd(), POLLIN, 0}, {event_fd_, POLLIN, 0}};
-  auto timeout_until = [this](clock::time_point next) {
+  // (`on_link`: the sleep watches the link's descriptor, and the link may
+  // want polls sooner. Asked only then: a provider's fi_trywait takes the
+  // locks a polling program thread wants.)
+  auto timeout_until = [this](clock::time_point next, bool on_link = true) {
     const auto now = clock::now();
-    const clock::duration limit = link_->sleep_limit();  // (the link may want polls sooner)
-    if (limit < std::chrono::milliseconds(100)) next = std::min(next, now + limit);
+    if (on_link) {
+      const clock::duration limit = link_->sleep_limit();
+      if (limit < std::chrono::milliseconds(100)) next = std::min(next, now + limit);
+    }
     const auto wait = next <= now ? clock::duration::zero()
                                   : std::min<clock::duration>(next - now, std::chrono::milliseconds(100));
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
@@ -977,7 +982,7 @@ void network::service() noexcept {
       // would be absent if it does not poll meanwhile.
       // Relaxed: see poll().
       const clock::time_point last{clock::duration(program_polled_.load(std::memory_order_relaxed))};
-      const timespec t = timeout_until(std::max(last + absent_after, clock::now() + absent_after / 4));
+      const timespec t = timeout_until(std::max(last + absent_after, clock::now() + absent_after / 4), false);
       ::ppoll(fds + 1, 1, &t, nullptr);
     }
     if (fds[1].revents & POLLIN) {

@@ -124,6 +124,7 @@ class ofi_link final : public net::link {
   std::vector<std::unique_ptr<buffer>> sends_;  // every send buffer made
   std::vector<buffer*> free_sends_;
   size_t sends_posted_ = 0, send_limit_ = 0;
+  bool posted_since_progress_ = false;
   std::deque<buffer*> backlog_;  // refused for now (a connection being made): posted at the next flush
   std::deque<buffer*> arrived_;  // completed receives not yet handed to the network
   std::atomic<size_t> arrived_count_{0};  // arrived_.size(), for sleep_limit() without the lock
@@ -306,6 +307,7 @@ bool ofi_link::post_send(buffer& b) noexcept {
   const ssize_t rc = fi_send(ep_, b.bytes.data(), b.length, nullptr, peers_[static_cast<size_t>(b.rank)].at, &b.context);
   if (rc == 0) {
     ++sends_posted_;
+    posted_since_progress_ = true;
     sends_in_flight_.store(sends_posted_, std::memory_order_relaxed);
     // Until a send to it completes, the provider may still be making the
     // connection, which needs progress whatever the program does.
@@ -391,6 +393,7 @@ void ofi_link::retry_backlog(net::clock::time_point now) noexcept {
 }
 
 void ofi_link::progress() noexcept {
+  posted_since_progress_ = false;
   progressed_.store(net::clock::now().time_since_epoch().count(), std::memory_order_relaxed);
   fi_cq_msg_entry done[16];
   for (;;) {
@@ -442,8 +445,9 @@ void ofi_link::flush(net::clock::time_point now) noexcept {
   ++flushes_;
   retry_backlog(now);
   // Providers progress only when their queue is read (manual progress):
-  // what was just posted leaves now.
-  progress();
+  // what was just posted leaves now. (Only then: a read of tcp;ofi_rxm's
+  // queue costs several system calls.)
+  if (posted_since_progress_) progress();
 }
 
 unsigned ofi_link::receive(net::clock::time_point now, on_datagram f, void* context) noexcept {

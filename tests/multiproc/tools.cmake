@@ -18,6 +18,14 @@ set_tests_properties(clump_info_refuses_a_bad_value PROPERTIES LABELS tools
 add_test(NAME docs_settings_md_matches_the_registry
   COMMAND sh -c "\"$0\" --settings-markdown | diff -u \"$1\" -" $<TARGET_FILE:clump-info> ${PROJECT_SOURCE_DIR}/docs/settings.md)
 set_tests_properties(docs_settings_md_matches_the_registry PROPERTIES LABELS tools)
+# clump-info with SETTINGS (space-separated NAME=VALUE) and ARGS exits 1 and
+# says MESSAGE (an extended regular expression).
+function(clump_info_fails name settings args message)
+  add_test(NAME ${name}
+    COMMAND sh -c "out=$(env $0 \"$1\" $2 2>&1); code=$?; echo \"$out\"; test $code -eq 1 && echo \"$out\" | grep -Eq \"$3\""
+            ${settings} $<TARGET_FILE:clump-info> "${args}" ${message})
+  set_tests_properties(${name} PROPERTIES LABELS tools)
+endfunction()
 # Sizes and integers out of range are refused (exit 1, the setting named),
 # never wrapped or cut to fit: -1 is not 2^64 - 1, 2^32 is not 0.
 foreach(bad "CLUMP_SEGMENT_SIZE=-1|CLUMP_SEGMENT_SIZE=-1 is not a size"
@@ -34,9 +42,7 @@ foreach(bad "CLUMP_SEGMENT_SIZE=-1|CLUMP_SEGMENT_SIZE=-1 is not a size"
   list(GET parts 0 setting)
   list(GET parts 1 message)
   string(MAKE_C_IDENTIFIER "${setting}" id)
-  add_test(NAME clump_info_refuses_${id}
-    COMMAND sh -c "out=$(env \"$0\" \"$1\" --limits 2>&1); code=$?; echo \"$out\"; test $code -eq 1 && echo \"$out\" | grep -Eq \"$2\""
-            ${setting} $<TARGET_FILE:clump-info> ${message})
+  clump_info_fails(clump_info_refuses_${id} "${setting}" "--limits" "${message}")
 endforeach()
 # clump-info lists libfabric's reliable-datagram providers (here, with
 # Debian's libfabric, tcp;ofi_rxm among them) and names the network a job
@@ -64,10 +70,7 @@ if(LIBFABRIC_FOUND)
     list(GET parts 0 setting)
     list(GET parts 1 message)
     string(MAKE_C_IDENTIFIER "${setting}" id)
-    add_test(NAME clump_info_says_why_ofi_cannot_be_opened_${id}
-      COMMAND sh -c "out=$(env CLUMP_NET=ofi \"$0\" \"$1\" 2>&1); code=$?; echo \"$out\"; test $code -eq 1 && echo \"$out\" | grep -Eq \"$2\""
-              ${setting} $<TARGET_FILE:clump-info> ${message})
-    set_tests_properties(clump_info_says_why_ofi_cannot_be_opened_${id} PROPERTIES LABELS tools)
+    clump_info_fails(clump_info_says_why_ofi_cannot_be_opened_${id} "CLUMP_NET=ofi ${setting}" "" "${message}")
   endforeach()
 else()
   set_tests_properties(clump_info_lists_the_libfabric_providers PROPERTIES LABELS tools
