@@ -528,6 +528,7 @@ int scenario_idle(clump::runtime& rt) {
     wake_us = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count() - sent_ns) / 1e3;
     arrived = true;
   });
+  rt.barrier();  // every rank has its handler
   // A first message makes the connection where the network has them (a
   // libfabric provider may take tens of ms): what is timed is the wake-up.
   if (rt.rank() == 0) {
