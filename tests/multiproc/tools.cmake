@@ -26,6 +26,15 @@ function(clump_info_fails name settings args message)
             ${settings} $<TARGET_FILE:clump-info> "${args}" ${message})
   set_tests_properties(${name} PROPERTIES LABELS tools)
 endfunction()
+# The same for a case "SETTING|MESSAGE", named PREFIX and the setting, with
+# the settings in ALSO too.
+function(clump_info_fails_case prefix also args case)
+  string(REPLACE "|" ";" parts "${case}")
+  list(GET parts 0 setting)
+  list(GET parts 1 message)
+  string(MAKE_C_IDENTIFIER "${setting}" id)
+  clump_info_fails(${prefix}${id} "${also} ${setting}" "${args}" "${message}")
+endfunction()
 # Sizes and integers out of range are refused (exit 1, the setting named),
 # never wrapped or cut to fit: -1 is not 2^64 - 1, 2^32 is not 0.
 foreach(bad "CLUMP_SEGMENT_SIZE=-1|CLUMP_SEGMENT_SIZE=-1 is not a size"
@@ -38,11 +47,7 @@ foreach(bad "CLUMP_SEGMENT_SIZE=-1|CLUMP_SEGMENT_SIZE=-1 is not a size"
             "CLUMP_JOIN_TIMEOUT_S=0|CLUMP_JOIN_TIMEOUT_S=0 is out of range"
             "CLUMP_NET_FAULT=delay_us=-1|delay_us=-1 is not a whole number"
             "CLUMP_NET=tcp|CLUMP_NET=tcp must be udp, ofi or auto")
-  string(REPLACE "|" ";" parts "${bad}")
-  list(GET parts 0 setting)
-  list(GET parts 1 message)
-  string(MAKE_C_IDENTIFIER "${setting}" id)
-  clump_info_fails(clump_info_refuses_${id} "${setting}" "--limits" "${message}")
+  clump_info_fails_case(clump_info_refuses_ "" "--limits" "${bad}")
 endforeach()
 # clump-info lists libfabric's reliable-datagram providers (here, with
 # Debian's libfabric, tcp;ofi_rxm among them) and names the network a job
@@ -66,11 +71,7 @@ if(LIBFABRIC_FOUND)
   foreach(bad "FI_PROVIDER=nosuch|no libfabric provider offers reliable datagram endpoints with FI_PROVIDER=nosuch"
               "CLUMP_OFI_DOMAIN=nosuch|no domain nosuch among the reliable datagram endpoints .*tcp.ofi_rxm lo"
               "CLUMP_NET_FAULT=drop=0.1|CLUMP_NET_FAULT injects faults into UDP sockets only")
-    string(REPLACE "|" ";" parts "${bad}")
-    list(GET parts 0 setting)
-    list(GET parts 1 message)
-    string(MAKE_C_IDENTIFIER "${setting}" id)
-    clump_info_fails(clump_info_says_why_ofi_cannot_be_opened_${id} "CLUMP_NET=ofi ${setting}" "" "${message}")
+    clump_info_fails_case(clump_info_says_why_ofi_cannot_be_opened_ "CLUMP_NET=ofi" "" "${bad}")
   endforeach()
 else()
   set_tests_properties(clump_info_lists_the_libfabric_providers PROPERTIES LABELS tools
