@@ -100,7 +100,9 @@ class ofi_link final : public net::link {
   void fail(const char* call, int rc);  // closes what is open, throws
   void close_all() noexcept;
   std::string text_of(const std::vector<std::byte>& name) const;
-  bool post_receive(buffer& b) noexcept;
+  bool post_receive(buffer& b) noexcept;  // false: the provider refuses it (now)
+  void repost(buffer& b) noexcept;        // posts it, or keeps it in unposted_
+  void repost_refused() noexcept;
   bool post_send(buffer& b) noexcept;  // false: the provider said try again
   void progress() noexcept;            // reads the completion queue
   void retry_backlog(net::clock::time_point now) noexcept;
@@ -127,6 +129,8 @@ class ofi_link final : public net::link {
   bool posted_since_progress_ = false;
   std::deque<buffer*> backlog_;  // refused for now (a connection being made): posted at the next flush
   std::deque<buffer*> arrived_;  // completed receives not yet handed to the network
+  std::vector<buffer*> unposted_;  // receives the provider refused to take back: posted again later
+  std::atomic<size_t> unposted_count_{0};
   std::atomic<size_t> arrived_count_{0};  // arrived_.size(), for sleep_limit() without the lock
   std::atomic<net::clock::rep> progressed_{0};  // when the queue was last read
   std::atomic<bool> found_{false};         // a read of the queue found a completion (since sleep_limit() looked)
@@ -294,13 +298,28 @@ bool ofi_link::add_peer(int rank, std::span<const std::byte> address) {
 }
 
 bool ofi_link::post_receive(buffer& b) noexcept {
-  for (int tries = 0; tries < 1000; ++tries) {
+  for (int tries = 0; tries < 16; ++tries) {
     const ssize_t rc = fi_recv(ep_, b.bytes.data(), b.bytes.size(), nullptr, FI_ADDR_UNSPEC, &b.context);
     if (rc == 0) return true;
-    if (rc != -FI_EAGAIN) return false;
+    if (rc != -FI_EAGAIN) break;
     progress();
   }
   return false;
+}
+
+void ofi_link::repost(buffer& b) noexcept {
+  // Never lose a receive: one the provider refuses now is posted again
+  // later (with every receive lost, nothing would ever arrive again).
+  if (!post_receive(b)) {
+    counters_.send_errors++;
+    unposted_.push_back(&b);
+    unposted_count_.store(unposted_.size(), std::memory_order_relaxed);
+  }
+}
+
+void ofi_link::repost_refused() noexcept {
+  while (!unposted_.empty() && post_receive(*unposted_.back())) unposted_.pop_back();
+  unposted_count_.store(unposted_.size(), std::memory_order_relaxed);
 }
 
 bool ofi_link::post_send(buffer& b) noexcept {
@@ -406,7 +425,7 @@ void ofi_link::progress() noexcept {
       if (b->receive) {
         // Truncated or broken: dropped, as UDP would (the sender's copy is sent again).
         counters_.send_errors++;
-        post_receive(*b);
+        repost(*b);
       } else {
         sent(*b, false);
       }
@@ -461,8 +480,9 @@ unsigned ofi_link::receive(net::clock::time_point now, on_datagram f, void* cont
     counters_.bytes_received += b->length;
     f(context, b->bytes.data(), b->length, net::origin{});
     ++count;
-    if (!post_receive(*b)) counters_.send_errors++;  // the provider failed: one receive fewer
+    repost(*b);
   }
+  if (!unposted_.empty()) repost_refused();
   arrived_count_.store(arrived_.size(), std::memory_order_relaxed);
   return count;
 }
@@ -471,10 +491,14 @@ net::clock::duration ofi_link::sleep_limit() noexcept {
   // A backlog wants retrying until the connection is made: no fd says when.
   if (arrived_count_.load(std::memory_order_relaxed) != 0 || waiting_.load(std::memory_order_relaxed))
     return net::clock::duration::zero();
+  if (unposted_count_.load(std::memory_order_relaxed) != 0) return std::chrono::milliseconds(1);
   fid* f = wait_fid_;
   if (fi_trywait(fabric_, &f, 1) == FI_SUCCESS) {
     fruitless_.store(0, std::memory_order_relaxed);
-    return net::clock::duration::max();
+    // Providers with manual progress run their own timers (udp;ofi_rxd's
+    // acknowledgements and retransmissions) only inside reads of the
+    // queue: a sleeping process reads it at least every 10 ms.
+    return std::chrono::milliseconds(10);
   }
   // Events inside the provider: poll again now. But tcp;ofi_rxm also says so
   // for its connection bookkeeping, which it does only every
