@@ -130,6 +130,9 @@ class ofi_link final : public net::link {
   std::deque<buffer*> backlog_;  // refused for now (a connection being made): posted at the next flush
   std::deque<buffer*> arrived_;  // completed receives not yet handed to the network
   std::vector<buffer*> unposted_;  // receives the provider refused to take back: posted again later
+  // The atomics below are hints for the service thread, read without the
+  // network's lock, all relaxed: a stale value costs one needless poll or
+  // one nap of at most 10 ms, never a lost datagram (the queue keeps it).
   std::atomic<size_t> unposted_count_{0};
   std::atomic<size_t> arrived_count_{0};  // arrived_.size(), for sleep_limit() without the lock
   std::atomic<net::clock::rep> progressed_{0};  // when the queue was last read
