@@ -23,6 +23,13 @@ const library_calls& calls() {
     library_calls l;
     struct sigaction before[NSIG];
     for (int s = 1; s < NSIG; ++s) ::sigaction(s, nullptr, &before[s]);
+    // udp;ofi_rxd sends up to FI_OFI_RXD_MAX_UNACKED packets to each peer at
+    // once, 128 by default. A rank with two peers then had hundreds of sends
+    // refused by its UDP socket, after which rxd lost track of its own
+    // receives: the rank heard nothing more from a live peer (6 of 112 gas
+    // bulk jobs here; 0 of 180 at 32, which also ran a third faster).
+    // A value the user set stays (docs/net-protocol.md).
+    ::setenv("FI_OFI_RXD_MAX_UNACKED", "32", 0);
     l.handle = ::dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
     for (int s = 1; s < NSIG; ++s)
       if (s != SIGKILL && s != SIGSTOP) ::sigaction(s, &before[s], nullptr);

@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstring>
 #include <deque>
+#include <mutex>
 #include <vector>
 
 #include "core/log.hpp"
@@ -29,6 +30,9 @@ namespace clump::ofi {
 namespace {
 
 constexpr const char* opening = "opening the libfabric endpoint (CLUMP_NET=ofi)";
+constexpr size_t first_receives = 32;          // before any peer is known
+constexpr size_t control_datagrams = 16;       // a peer's acks, probes and keep-alives beyond its windows
+constexpr size_t receive_memory = size_t{64} << 20;  // the most the posted receives may take
 
 /// libfabric's socket emulations: present on every Linux machine, so they
 /// say nothing about a fabric being there (CLUMP_NET=auto).
@@ -100,6 +104,7 @@ class ofi_link final : public net::link {
   void fail(const char* call, int rc);  // closes what is open, throws
   void close_all() noexcept;
   std::string text_of(const std::vector<std::byte>& name) const;
+  bool add_receives(size_t wanted);        // posts receives until `wanted` are made
   bool post_receive(buffer& b) noexcept;  // false: the provider refuses it (now)
   void repost(buffer& b) noexcept;        // posts it, or keeps it in unposted_
   void repost_refused() noexcept;
@@ -111,6 +116,11 @@ class ofi_link final : public net::link {
   const library_calls& lib_;
   std::string provider_, domain_;
   size_t max_datagram_;
+  size_t per_peer_receives_;  // what one peer may have in flight to us: both windows, and its control datagrams
+  size_t max_receives_ = first_receives;  // under receive_memory, and what the provider takes
+  size_t remote_peers_ = 0;
+  bool receives_told_ = false;  // receive() has said whether the receives cover the peers
+  void tell_receives() noexcept;
   fi_info* info_ = nullptr;
   fid_fabric* fabric_ = nullptr;
   fid_domain* domain_fid_ = nullptr;
@@ -120,6 +130,10 @@ class ofi_link final : public net::link {
   fid_ep* ep_ = nullptr;
   fid* wait_fid_ = nullptr;  // what fi_trywait looks at: the wait set or the queue
   int fd_ = -1;
+  // Every call into the provider holds it: the network's lock orders the
+  // rest, but sleep_limit() runs without that lock, and no provider should
+  // have to be right about fi_trywait beside another thread's reads.
+  std::recursive_mutex calls_;  // recursive: a datagram handed up in receive() may send an ack
   std::vector<std::byte> name_;
   std::vector<peer> peers_;
   std::vector<std::unique_ptr<buffer>> receives_;
@@ -145,7 +159,10 @@ class ofi_link final : public net::link {
   net::link_counters counters_;
 };
 
-ofi_link::ofi_link(const core::config& cfg) : lib_(calls()), max_datagram_(cfg.net_mtu + 256) {
+ofi_link::ofi_link(const core::config& cfg)
+    : lib_(calls()),
+      max_datagram_(cfg.net_mtu + 256),
+      per_peer_receives_(2 * size_t{cfg.net_window} + control_datagrams) {
   if (!lib_.handle) throw error(status::not_init, opening, lib_.why + " (install libfabric1, or use CLUMP_NET=udp)");
   if (cfg.net_fault.drop > 0 || cfg.net_fault.duplicate > 0 || cfg.net_fault.reorder > 0 || cfg.net_fault.delay > 0)
     throw error(status::bad_arg, opening, "CLUMP_NET_FAULT injects faults into UDP sockets only: use CLUMP_NET=udp");
@@ -218,6 +235,8 @@ ofi_link::ofi_link(const core::config& cfg) : lib_(calls()), max_datagram_(cfg.n
   // Sends are copied into buffers of our own: a datagram's bytes need only
   // last until the network's flush, an operation's until its completion.
   send_limit_ = std::clamp<size_t>(info_->tx_attr ? info_->tx_attr->size : 256, 16, 1024);
+  max_receives_ = std::clamp<size_t>(receive_memory / max_datagram_, first_receives,
+                                     std::max(first_receives, info_->rx_attr ? info_->rx_attr->size : 0));
 
   if ((rc = lib_.fabric(info_->fabric_attr, &fabric_, nullptr)) != 0) fail("fi_fabric", rc);
   if ((rc = fi_domain(fabric_, info_, &domain_fid_, nullptr)) != 0) fail("fi_domain", rc);
@@ -227,7 +246,7 @@ ofi_link::ofi_link(const core::config& cfg) : lib_(calls()), max_datagram_(cfg.n
   wait_attr.wait_obj = FI_WAIT_FD;
   fi_cq_attr cq_attr{};
   cq_attr.format = FI_CQ_FORMAT_MSG;
-  cq_attr.size = send_limit_ + 2 * 64;
+  cq_attr.size = send_limit_ + max_receives_ + 64;  // room for every operation's completion
   if (fi_wait_open(fabric_, &wait_attr, &wait_set_) == 0) {
     cq_attr.wait_obj = FI_WAIT_SET;
     cq_attr.wait_set = wait_set_;
@@ -251,15 +270,18 @@ ofi_link::ofi_link(const core::config& cfg) : lib_(calls()), max_datagram_(cfg.n
   name_.resize(len);
   if ((rc = fi_getname(&ep_->fid, name_.data(), &len)) != 0) fail("fi_getname", rc);
   name_.resize(len);
-  // Receives stay posted: a provider keeps what arrives early in its own
-  // buffers (tcp;ofi_rxm) or has it sent again (udp;ofi_rxd).
-  for (int i = 0; i < 32; ++i) {
+  if (!add_receives(first_receives)) fail("fi_recv", -FI_EAGAIN);
+}
+
+bool ofi_link::add_receives(size_t wanted) {
+  while (receives_.size() < wanted) {
     auto b = std::make_unique<buffer>();
     b->receive = true;
     b->bytes.resize(max_datagram_);
-    if (!post_receive(*b)) fail("fi_recv", -FI_EAGAIN);
+    if (!post_receive(*b)) return false;
     receives_.push_back(std::move(b));
   }
+  return true;
 }
 
 ofi_link::~ofi_link() { close_all(); }
@@ -292,12 +314,23 @@ std::string ofi_link::text_of(const std::vector<std::byte>& name) const {
 }
 
 bool ofi_link::add_peer(int rank, std::span<const std::byte> address) {
+  std::lock_guard hold(calls_);
   if (rank < 0 || address.empty() || address.size() > 64) return false;
   if (peers_.size() <= static_cast<size_t>(rank)) peers_.resize(static_cast<size_t>(rank) + 1);
   peer& p = peers_[static_cast<size_t>(rank)];
   p.name.assign(address.begin(), address.end());
+  const bool known = p.at != FI_ADDR_UNSPEC;
   const int n = fi_av_insert(av_, p.name.data(), 1, &p.at, 0, nullptr);
-  return n == 1;
+  if (n != 1) return false;
+  // A receive posted for every datagram the peers may have in flight to us
+  // (the protocol's windows bound them): a message that finds no receive
+  // posted is one the provider must hold itself, and udp;ofi_rxd cannot
+  // (with 4 receives posted, 3 of 20 gas bulk jobs failed: a rank heard
+  // nothing more from a live peer, or crashed).
+  if (!known) ++remote_peers_;
+  const size_t wanted = std::min(max_receives_, std::max(first_receives, remote_peers_ * per_peer_receives_));
+  add_receives(wanted);
+  return true;
 }
 
 bool ofi_link::post_receive(buffer& b) noexcept {
@@ -363,6 +396,7 @@ buffer* ofi_link::take_send_buffer() noexcept {
 
 void ofi_link::queue(int rank, const std::byte* data, size_t n, const std::byte* body, size_t body_n,
                      const std::byte* tail, size_t tail_n) noexcept {
+  std::lock_guard hold(calls_);
   if (rank < 0 || static_cast<size_t>(rank) >= peers_.size() || peers_[rank].at == FI_ADDR_UNSPEC) {
     counters_.send_errors++;
     return;
@@ -464,6 +498,7 @@ void ofi_link::sent(buffer& b, bool ok) noexcept {
 }
 
 void ofi_link::flush(net::clock::time_point now) noexcept {
+  std::lock_guard hold(calls_);
   ++flushes_;
   retry_backlog(now);
   // Providers progress only when their queue is read (manual progress):
@@ -472,7 +507,25 @@ void ofi_link::flush(net::clock::time_point now) noexcept {
   if (posted_since_progress_) progress();
 }
 
+void ofi_link::tell_receives() noexcept {
+  receives_told_ = true;
+  const size_t wanted = remote_peers_ * per_peer_receives_;
+  if (receives_.size() >= wanted) return;
+  const bool rxd = provider_.find("ofi_rxd") != std::string::npos;
+  const size_t each = receives_.size() / std::max<size_t>(1, remote_peers_);
+  const size_t window = each > control_datagrams + 1 ? (each - control_datagrams) / 2 : 0;  // what would fit
+  const std::string cannot = "udp;ofi_rxd cannot hold the rest itself (it stalls or crashes)";
+  const std::string advice = !rxd         ? std::string("the provider holds the rest itself")
+                             : window >= 1 ? cannot + ": set CLUMP_NET_WINDOW to at most " + std::to_string(window)
+                                           : cannot + ", even at CLUMP_NET_WINDOW=1: use another provider";
+  (rxd ? core::log_warning : core::log_info)(
+      "ofi: %zu receives posted (%zu MiB), fewer than the %zu that %zu peers may have in flight: %s", receives_.size(),
+      receives_.size() * max_datagram_ >> 20, wanted, remote_peers_, advice.c_str());
+}
+
 unsigned ofi_link::receive(net::clock::time_point now, on_datagram f, void* context) noexcept {
+  std::lock_guard hold(calls_);
+  if (!receives_told_) [[unlikely]] tell_receives();
   progress();
   retry_backlog(now);
   unsigned count = 0;
@@ -495,6 +548,8 @@ net::clock::duration ofi_link::sleep_limit() noexcept {
   if (arrived_count_.load(std::memory_order_relaxed) != 0 || waiting_.load(std::memory_order_relaxed))
     return net::clock::duration::zero();
   if (unposted_count_.load(std::memory_order_relaxed) != 0) return std::chrono::milliseconds(1);
+  std::unique_lock hold(calls_, std::try_to_lock);
+  if (!hold.owns_lock()) return net::clock::duration::zero();  // busy: someone polls it now
   fid* f = wait_fid_;
   if (fi_trywait(fabric_, &f, 1) == FI_SUCCESS) {
     fruitless_.store(0, std::memory_order_relaxed);

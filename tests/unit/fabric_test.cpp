@@ -43,4 +43,25 @@ TEST(fabric, a_program_that_asked_still_dies_of_its_abort) {
       testing::KilledBySignal(SIGABRT), "");
 }
 
+#if defined(CLUMP_HAVE_OFI)
+// udp;ofi_rxd's default window (128 packets per peer) broke its receive
+// bookkeeping under load (docs/net-protocol.md): clump lowers it when it
+// loads libfabric, unless the user chose a value. (Each in a fresh process:
+// the library is loaded once per process.)
+int rxd_window_after_loading(const char* user_value) {
+  if (user_value) setenv("FI_OFI_RXD_MAX_UNACKED", user_value, 1);
+  else unsetenv("FI_OFI_RXD_MAX_UNACKED");
+  std::string why;
+  clump::ofi::rdm_providers(why);
+  const char* v = std::getenv("FI_OFI_RXD_MAX_UNACKED");
+  return v ? std::atoi(v) : -1;
+}
+
+TEST(fabric, loading_it_lowers_the_rxd_window_unless_the_user_set_one) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::exit(rxd_window_after_loading(nullptr)), testing::ExitedWithCode(32), "");
+  EXPECT_EXIT(std::exit(rxd_window_after_loading("100")), testing::ExitedWithCode(100), "");
+}
+#endif
+
 }  // namespace
