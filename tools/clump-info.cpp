@@ -105,8 +105,12 @@ int main(int argc, char** argv) {
     const auto& cfg = clump::core::settings();
     try {
       const std::unique_ptr<clump::net::link> link = clump::ofi::open_link(cfg);
-      fmt::print("network between nodes (CLUMP_NET={}): {}\n\n", net_names[cfg.net_kind],
+      fmt::print("network between nodes (CLUMP_NET={}): {}\n", net_names[cfg.net_kind],
                  link ? link->kind() + " at " + link->address_text() : std::string("udp"));
+      if (link && link->kind().find("ofi_rxd") != std::string::npos)
+        fmt::print("  udp;ofi_rxd is libfabric's emulation for testing: stray datagrams sent to its port crash the rank\n"
+                   "  (docs/net-protocol.md); on a network you do not trust, use CLUMP_NET=udp with CLUMP_NET_AUTH=on\n");
+      fmt::print("\n");
     } catch (const clump::error& e) {
       fmt::print("network between nodes (CLUMP_NET={}): cannot be opened\n\n", net_names[cfg.net_kind]);
       fmt::print(stderr, "clump-info: {}\n", e.what());

@@ -3,6 +3,7 @@
 // user on the same host could:
 //
 //   datagram_attacker --to IP:PORT --report FILE [--capture-ms MS] [--attack-ms MS]
+//   datagram_attacker --garbage udp|tcp --to IP:PORT --report FILE [--attack-ms MS]
 //
 // It first captures the job's datagrams to IP:PORT off the wire (an
 // AF_PACKET socket: root only; exits 77 without it), then, from a socket
@@ -12,6 +13,12 @@
 // a byte changed outside their tag (forged), over and over. Nothing of it
 // may be delivered; the job counts it all and goes on. The report holds
 // "key value" lines: captured, replayed, truncated, forged.
+//
+// With --garbage it sends random bytes instead, as any process that can
+// reach the port could (no root needed): udp, datagrams of 1 byte to 64 KB;
+// tcp (a libfabric tcp provider's listening port), connections that each
+// write a few chunks of random bytes, sometimes wait for an answer, and
+// close. The report holds "datagrams N" or "connections N", and "bytes N".
 
 #include <arpa/inet.h>
 #include <linux/if_ether.h>
@@ -42,14 +49,74 @@ struct captured {
 };
 
 int usage() {
-  std::fprintf(stderr, "usage: datagram_attacker --to IP:PORT --report FILE [--capture-ms MS] [--attack-ms MS]\n");
+  std::fprintf(stderr,
+               "usage: datagram_attacker --to IP:PORT --report FILE [--capture-ms MS] [--attack-ms MS]\n"
+               "       datagram_attacker --garbage udp|tcp --to IP:PORT --report FILE [--attack-ms MS]\n");
   return 2;
+}
+
+uint64_t random_word() {
+  static uint64_t r = 0x9e3779b97f4a7c15ull;
+  r ^= r << 13;
+  r ^= r >> 7;
+  r ^= r << 17;
+  return r;
+}
+
+std::vector<unsigned char> random_bytes(size_t n) {
+  std::vector<unsigned char> b(n);
+  for (auto& c : b) c = static_cast<unsigned char>(random_word());
+  return b;
+}
+
+/// Random bytes into the port for `ms`: datagrams, or connections.
+int send_garbage(bool tcp, const sockaddr_in& target, int ms, const std::string& report) {
+  const size_t sizes[] = {1, 2, 7, 8, 16, 40, 64, 200, 1300, 1500, 9000, 65000};
+  uint64_t sent = 0, bytes = 0, refused = 0;
+  const auto until = steady::now() + std::chrono::milliseconds(ms);
+  const int udp = tcp ? -1 : ::socket(AF_INET, SOCK_DGRAM, 0);
+  while (steady::now() < until) {
+    if (!tcp) {
+      const auto b = random_bytes(sizes[random_word() % std::size(sizes)]);
+      if (::sendto(udp, b.data(), b.size(), 0, reinterpret_cast<const sockaddr*>(&target), sizeof target) > 0)
+        ++sent, bytes += b.size();
+      if (sent % 64 == 63) ::usleep(1000);  // a pace the receiver's socket can take
+      continue;
+    }
+    const int c = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (::connect(c, reinterpret_cast<const sockaddr*>(&target), sizeof target) != 0) {
+      ++refused;
+      ::close(c);
+      ::usleep(1000);
+      continue;
+    }
+    ++sent;
+    for (uint64_t chunks = random_word() % 5; chunks > 0; --chunks) {
+      const auto b = random_bytes(sizes[random_word() % std::size(sizes)]);
+      const ssize_t n = ::send(c, b.data(), b.size(), MSG_NOSIGNAL);
+      if (n <= 0) break;
+      bytes += static_cast<uint64_t>(n);
+    }
+    if (random_word() % 2) {  // wait a little for whatever the provider answers
+      pollfd p{c, POLLIN, 0};
+      unsigned char answer[256];
+      if (::poll(&p, 1, 20) > 0) (void)::recv(c, answer, sizeof answer, MSG_DONTWAIT);
+    }
+    ::close(c);
+  }
+  if (udp >= 0) ::close(udp);
+  std::ofstream out(report);
+  out << (tcp ? "connections " : "datagrams ") << sent << "\nbytes " << bytes << "\nrefused " << refused << "\n";
+  std::printf("datagram_attacker: %llu %s of random bytes (%llu bytes) to port %u; %llu connections refused\n",
+              static_cast<unsigned long long>(sent), tcp ? "connections" : "datagrams",
+              static_cast<unsigned long long>(bytes), ntohs(target.sin_port), static_cast<unsigned long long>(refused));
+  return sent > 0 ? 0 : 1;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string to, report;
+  std::string to, report, garbage;
   int capture_ms = 500, attack_ms = 2000;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
@@ -57,6 +124,7 @@ int main(int argc, char** argv) {
     else if (k == "--report") report = v;
     else if (k == "--capture-ms") capture_ms = std::atoi(v.c_str());
     else if (k == "--attack-ms") attack_ms = std::atoi(v.c_str());
+    else if (k == "--garbage" && (v == "udp" || v == "tcp")) garbage = v;
     else return usage();
   }
   const size_t colon = to.rfind(':');
@@ -66,6 +134,7 @@ int main(int argc, char** argv) {
       ::inet_pton(AF_INET, to.substr(0, colon).c_str(), &target.sin_addr) != 1)
     return usage();
   target.sin_port = htons(static_cast<uint16_t>(std::atoi(to.c_str() + colon + 1)));
+  if (!garbage.empty()) return send_garbage(garbage == "tcp", target, attack_ms, report);
 
   // Capture: every IPv4 packet this host sees, the job's kept.
   const int sniff = ::socket(AF_PACKET, SOCK_DGRAM, htons(ETH_P_IP));
@@ -118,13 +187,7 @@ int main(int argc, char** argv) {
   };
   const int as_sender = socket_as(caught.front().from);
   uint64_t replayed = 0, truncated = 0, forged = 0;
-  uint64_t rnd = 0x9e3779b97f4a7c15ull;
-  auto next = [&] {
-    rnd ^= rnd << 13;
-    rnd ^= rnd >> 7;
-    rnd ^= rnd << 17;
-    return rnd;
-  };
+  auto next = random_word;
   auto send = [&](const std::vector<unsigned char>& b, size_t n) {
     while (::sendto(as_sender, b.data(), n, 0, reinterpret_cast<const sockaddr*>(&target), sizeof target) < 0 &&
            errno == EAGAIN) {

@@ -816,10 +816,13 @@ int scenario_auth_stream(clump::runtime& rt, double seconds) {
   CHECK(damaged == 0, "%d payloads arrived changed", damaged);
   const clump::network_stats s = clump::network_statistics();
   std::printf("auth: rank %d sent %u requests; refused %llu unauthenticated, %llu replayed, %llu truncated, "
-              "%llu malformed, %llu not from their rank's address; %llu retransmissions\n",
+              "%llu malformed, %llu not from their rank's address; %llu retransmissions; %llu not clump's, %llu "
+              "of another job or rank\n",
               rt.rank(), sent, (unsigned long long)s.refused_unauthenticated, (unsigned long long)s.refused_replayed,
               (unsigned long long)s.refused_truncated, (unsigned long long)s.refused_malformed,
-              (unsigned long long)s.refused_source, (unsigned long long)s.retransmits);
+              (unsigned long long)s.refused_source, (unsigned long long)s.retransmits,
+              (unsigned long long)s.refused_foreign,
+              (unsigned long long)(s.refused_other_job + s.refused_bad_rank + s.refused_version));
   rt.barrier();
   return failures;
 }
