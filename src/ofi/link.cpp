@@ -323,10 +323,9 @@ bool ofi_link::add_peer(int rank, std::span<const std::byte> address) {
   const int n = fi_av_insert(av_, p.name.data(), 1, &p.at, 0, nullptr);
   if (n != 1) return false;
   // A receive posted for every datagram the peers may have in flight to us
-  // (the protocol's windows bound them): a message that finds no receive
-  // posted is one the provider must hold itself, and udp;ofi_rxd cannot
-  // (with 4 receives posted, 3 of 20 gas bulk jobs failed: a rank heard
-  // nothing more from a live peer, or crashed).
+  // (the protocol's windows bound them), up to receive_memory: a message
+  // that finds no receive posted is one the provider must hold itself
+  // (udp;ofi_rxd has it sent again, later).
   if (!known) ++remote_peers_;
   const size_t wanted = std::min(max_receives_, std::max(first_receives, remote_peers_ * per_peer_receives_));
   add_receives(wanted);
@@ -510,17 +509,10 @@ void ofi_link::flush(net::clock::time_point now) noexcept {
 void ofi_link::tell_receives() noexcept {
   receives_told_ = true;
   const size_t wanted = remote_peers_ * per_peer_receives_;
-  if (receives_.size() >= wanted) return;
-  const bool rxd = provider_.find("ofi_rxd") != std::string::npos;
-  const size_t each = receives_.size() / std::max<size_t>(1, remote_peers_);
-  const size_t window = each > control_datagrams + 1 ? (each - control_datagrams) / 2 : 0;  // what would fit
-  const std::string cannot = "udp;ofi_rxd cannot hold the rest itself (it stalls or crashes)";
-  const std::string advice = !rxd         ? std::string("the provider holds the rest itself")
-                             : window >= 1 ? cannot + ": set CLUMP_NET_WINDOW to at most " + std::to_string(window)
-                                           : cannot + ", even at CLUMP_NET_WINDOW=1: use another provider";
-  (rxd ? core::log_warning : core::log_info)(
-      "ofi: %zu receives posted (%zu MiB), fewer than the %zu that %zu peers may have in flight: %s", receives_.size(),
-      receives_.size() * max_datagram_ >> 20, wanted, remote_peers_, advice.c_str());
+  if (receives_.size() < wanted)
+    core::log_info("ofi: %zu receives posted (%zu MiB), fewer than the %zu that %zu peers may have in flight: %s holds "
+                   "the rest itself",
+                   receives_.size(), receives_.size() * max_datagram_ >> 20, wanted, remote_peers_, provider_.c_str());
 }
 
 unsigned ofi_link::receive(net::clock::time_point now, on_datagram f, void* context) noexcept {
