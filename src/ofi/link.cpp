@@ -19,7 +19,6 @@
 #include <atomic>
 #include <cstring>
 #include <deque>
-#include <mutex>
 #include <vector>
 
 #include "core/log.hpp"
@@ -130,10 +129,6 @@ class ofi_link final : public net::link {
   fid_ep* ep_ = nullptr;
   fid* wait_fid_ = nullptr;  // what fi_trywait looks at: the wait set or the queue
   int fd_ = -1;
-  // Every call into the provider holds it: the network's lock orders the
-  // rest, but sleep_limit() runs without that lock, and no provider should
-  // have to be right about fi_trywait beside another thread's reads.
-  std::recursive_mutex calls_;  // recursive: a datagram handed up in receive() may send an ack
   std::vector<std::byte> name_;
   std::vector<peer> peers_;
   std::vector<std::unique_ptr<buffer>> receives_;
@@ -314,7 +309,6 @@ std::string ofi_link::text_of(const std::vector<std::byte>& name) const {
 }
 
 bool ofi_link::add_peer(int rank, std::span<const std::byte> address) {
-  std::lock_guard hold(calls_);
   if (rank < 0 || address.empty() || address.size() > 64) return false;
   if (peers_.size() <= static_cast<size_t>(rank)) peers_.resize(static_cast<size_t>(rank) + 1);
   peer& p = peers_[static_cast<size_t>(rank)];
@@ -395,7 +389,6 @@ buffer* ofi_link::take_send_buffer() noexcept {
 
 void ofi_link::queue(int rank, const std::byte* data, size_t n, const std::byte* body, size_t body_n,
                      const std::byte* tail, size_t tail_n) noexcept {
-  std::lock_guard hold(calls_);
   if (rank < 0 || static_cast<size_t>(rank) >= peers_.size() || peers_[rank].at == FI_ADDR_UNSPEC) {
     counters_.send_errors++;
     return;
@@ -497,7 +490,6 @@ void ofi_link::sent(buffer& b, bool ok) noexcept {
 }
 
 void ofi_link::flush(net::clock::time_point now) noexcept {
-  std::lock_guard hold(calls_);
   ++flushes_;
   retry_backlog(now);
   // Providers progress only when their queue is read (manual progress):
@@ -516,7 +508,6 @@ void ofi_link::tell_receives() noexcept {
 }
 
 unsigned ofi_link::receive(net::clock::time_point now, on_datagram f, void* context) noexcept {
-  std::lock_guard hold(calls_);
   if (!receives_told_) [[unlikely]] tell_receives();
   progress();
   retry_backlog(now);
@@ -540,8 +531,6 @@ net::clock::duration ofi_link::sleep_limit() noexcept {
   if (arrived_count_.load(std::memory_order_relaxed) != 0 || waiting_.load(std::memory_order_relaxed))
     return net::clock::duration::zero();
   if (unposted_count_.load(std::memory_order_relaxed) != 0) return std::chrono::milliseconds(1);
-  std::unique_lock hold(calls_, std::try_to_lock);
-  if (!hold.owns_lock()) return net::clock::duration::zero();  // busy: someone polls it now
   fid* f = wait_fid_;
   if (fi_trywait(fabric_, &f, 1) == FI_SUCCESS) {
     fruitless_.store(0, std::memory_order_relaxed);
