@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <vector>
@@ -226,6 +227,22 @@ ofi_link::ofi_link(const core::config& cfg)
   lib_.freeinfo(list);
   if (!info_) throw error(status::resource, opening, "fi_dupinfo failed");
   provider_ = info_->fabric_attr->prov_name;
+  if (provider_.find("ofi_rxd") != std::string::npos) {
+    // rxd takes 0 or text silently as a window of none and then sends
+    // nothing (every peer would look dead), and a negative number as no
+    // limit at all (the bursts that broke it). clump sets 32 unless the user did.
+    const char* unacked = std::getenv("FI_OFI_RXD_MAX_UNACKED");
+    char* end = nullptr;
+    const long n = unacked ? std::strtol(unacked, &end, 10) : 32;
+    if (unacked && (end == unacked || *end != 0 || n < 1 || n > 1 << 20)) {
+      const std::string v = unacked;
+      close_all();
+      throw error(status::bad_arg, opening,
+                  "FI_OFI_RXD_MAX_UNACKED=" + v +
+                      " must be a number of packets from 1 to 1048576 (udp;ofi_rxd takes 0 or text as no window "
+                      "and sends nothing, a negative number as no limit); unset it for clump's 32");
+    }
+  }
   domain_ = info_->domain_attr->name;
   // Sends are copied into buffers of our own: a datagram's bytes need only
   // last until the network's flush, an operation's until its completion.

@@ -75,6 +75,11 @@ if(LIBFABRIC_FOUND)
               "CLUMP_NET_FAULT=drop=0.1|CLUMP_NET_FAULT injects faults into UDP sockets only")
     clump_info_fails_case(clump_info_says_why_ofi_cannot_be_opened_ "CLUMP_NET=ofi" "" "${bad}")
   endforeach()
+  # udp;ofi_rxd's window set to what it silently takes as none.
+  foreach(bad "FI_OFI_RXD_MAX_UNACKED=0" "FI_OFI_RXD_MAX_UNACKED=-1" "FI_OFI_RXD_MAX_UNACKED=abc")
+    clump_info_fails_case(clump_info_refuses_a_dead_rxd_window_ "CLUMP_NET=ofi FI_PROVIDER=udp" ""
+                          "${bad}|${bad} must be a number of packets from 1 to 1048576")
+  endforeach()
 else()
   set_tests_properties(clump_info_lists_the_libfabric_providers PROPERTIES LABELS tools
     PASS_REGULAR_EXPRESSION "libfabric: not available; reliable-datagram providers: none \\(built without libfabric")
