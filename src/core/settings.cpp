@@ -79,7 +79,7 @@ const setting_def registry[] = {
      false},
     {"CLUMP_NET_MTU", setting_type::size, "65000",
      "largest UDP datagram clump sends; medium and long payloads are cut into fragments that fit (use 1472 on a "
-     "lossy Ethernet to avoid IP fragmentation)",
+     "lossy Ethernet to avoid IP fragmentation). Over libfabric: CLUMP_OFI_MTU",
      false},
     {"CLUMP_NET_WINDOW", setting_type::integer, "64", "datagrams in flight per peer and direction (1 to 64)", false},
     {"CLUMP_NET_SEND_SOCKETS", setting_type::integer, "256",
@@ -113,6 +113,13 @@ const setting_def registry[] = {
      "with CLUMP_NET=ofi: the libfabric domain to use, as fi_info names it (an interface name such as eth0 for "
      "the tcp and udp providers, a device such as mlx5_0 for verbs); empty: the one whose address is "
      "CLUMP_NET_ADDRESS, else the provider's first",
+     false},
+    {"CLUMP_OFI_MTU", setting_type::size, "256K",
+     "with CLUMP_NET=ofi: the largest datagram clump hands the provider (its own headers included); medium and "
+     "long payloads are cut into fragments that fit. A reliable provider (tcp;ofi_rxm, verbs;ofi_rxm) moves a "
+     "large one in one operation; every receive posted is this large (memory becomes resident only as data "
+     "lands in it). 512 to 16M, at most what the provider sends in one message; every process of a job must "
+     "use the same",
      false},
     {"CLUMP_NET_AUTH", setting_type::string, "auto",
      "authenticate every datagram of the job with a key only its processes hold (a MAC and a replay window: "
@@ -277,6 +284,7 @@ config parse() {
   else if (net == "ofi") c.net_kind = 2;
   else bad_setting("CLUMP_NET=%s must be udp, ofi or auto", net.c_str());
   c.ofi_domain = raw("CLUMP_OFI_DOMAIN");
+  c.ofi_mtu = size("CLUMP_OFI_MTU", 512, 16 * mib);
   const std::string auth = raw("CLUMP_NET_AUTH");
   if (auth == "auto") c.net_auth = 0;
   else if (auth == "on") c.net_auth = 1;

@@ -39,6 +39,7 @@ struct config {
   uint32_t net_rto_min_us;       // lower bound of the retransmission timeout
   std::string net_address;       // IPv4 address to bind, or "auto"
   int net_kind;                  // CLUMP_NET: 0 auto, 1 udp, 2 ofi (libfabric)
+  size_t ofi_mtu;                // CLUMP_OFI_MTU: the largest datagram over libfabric (bytes, headers included)
   std::string ofi_domain;        // CLUMP_OFI_DOMAIN: the libfabric domain (an interface name for tcp and udp), or ""
   int net_auth;                  // CLUMP_NET_AUTH: 0 auto (when the job spans hosts), 1 on, 2 off
   uint32_t join_timeout_s;       // under a PMIx launcher: wait for the ranks of this host to join

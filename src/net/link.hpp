@@ -2,7 +2,7 @@
 // What the net protocol sends its datagrams over: a UDP socket (net/udp.hpp)
 // or a libfabric endpoint (src/ofi). The protocol above it (windows, acks,
 // retransmission, fragments, authentication, liveness) is the same over
-// both; a link only carries datagrams of up to the MTU to a rank and back,
+// both; a link only carries datagrams of up to max_datagram() to a rank and back,
 // and may lose, duplicate or reorder them.
 
 #include <netinet/in.h>
@@ -37,6 +37,13 @@ class link {
   /// Names the kind of link, the same in every process of a job ("udp",
   /// "ofi tcp;ofi_rxm"): processes of one job must agree on it.
   virtual std::string kind() const = 0;
+  /// What every process of a job must have alike to talk over this link
+  /// (the kind, and whatever else a receiver relies on): compared when the
+  /// job starts.
+  virtual std::string agreement() const { return kind(); }
+  /// The largest datagram it carries, in bytes (headers included): the
+  /// protocol cuts medium and long payloads into fragments that fit.
+  virtual size_t max_datagram() const noexcept = 0;
   /// This process's address, for the job's rendezvous.
   virtual std::vector<std::byte> address() const = 0;
   virtual std::string address_text() const = 0;

@@ -132,7 +132,7 @@ uint32_t kind_code(const std::string& kind) {
 // this process can check AES-256-GCM tags (a job uses them only where every
 // process can: see auth.hpp).
 std::vector<std::byte> network::address_blob() const {
-  const uint32_t kind = kind_code(link_->kind());
+  const uint32_t kind = kind_code(link_->agreement());
   const std::vector<std::byte> a = link_->address();
   std::vector<std::byte> blob(sizeof kind + a.size() + 1);
   std::memcpy(blob.data(), &kind, sizeof kind);
@@ -164,7 +164,7 @@ void network::start(uint64_t job, int rank, std::span<const std::vector<std::byt
   // flow to or from it, so that a peer never talked to costs 8 + 24 bytes.
   peers_.resize(addresses.size());
   present_.assign(addresses.size(), false);
-  const uint32_t kind = kind_code(link_->kind());
+  const uint32_t kind = kind_code(link_->agreement());
   for (size_t r = 0; r < addresses.size(); ++r) {
     const std::vector<std::byte>& blob = addresses[r];
     if (static_cast<int>(r) == rank || blob.empty()) continue;
@@ -174,8 +174,8 @@ void network::start(uint64_t job, int rank, std::span<const std::vector<std::byt
       throw error(status::bad_arg, "starting the network",
                   "rank " + std::to_string(r) + " talks over another network than this process (rank " +
                       std::to_string(rank) + ", " + link_->kind() +
-                      "): every process of a job must use the same one (set CLUMP_NET, FI_PROVIDER and "
-                      "CLUMP_OFI_DOMAIN alike everywhere)");
+                      "): every process of a job must use the same one (set CLUMP_NET, FI_PROVIDER, "
+                      "CLUMP_OFI_DOMAIN and CLUMP_OFI_MTU alike everywhere)");
     if (!link_->add_peer(static_cast<int>(r), std::span(blob).subspan(sizeof theirs, blob.size() - sizeof theirs - 1)))
       throw error(status::bad_arg, "starting the network", "rank " + std::to_string(r) + " sent a bad address");
     present_[r] = true;
@@ -185,7 +185,7 @@ void network::start(uint64_t job, int rank, std::span<const std::vector<std::byt
     throw error(status::resource, "starting the network", std::string("eventfd failed: ") + std::strerror(errno));
   service_ = std::thread([this] { service(); });
   core::log_info("network: rank %d at %s over %s, datagrams of up to %zu bytes, window %u, %s, %s", rank,
-                 address_text().c_str(), link_->kind().c_str(), cfg_.net_mtu, cfg_.net_window,
+                 address_text().c_str(), link_->kind().c_str(), link_->max_datagram(), cfg_.net_window,
                  cfg_.progress_thread ? "progress thread" : "polled",
                  auth_ ? (std::string("authenticated with ") + auth_->construction()).c_str() : "not authenticated");
 }
@@ -212,7 +212,7 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
   const auto ch = is_request(kind) ? channel::request : channel::reply;
   send_channel& sc = p.out[static_cast<unsigned>(ch)];
   const bool payload = carries_payload(kind);
-  const size_t room = fragment_room(cfg_.net_mtu, m.nargs) - trailer_;
+  const size_t room = fragment_room(link_->max_datagram(), m.nargs) - trailer_;
   const auto now = clock::now();
   status result = status::ok;
   do {

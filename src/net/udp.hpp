@@ -140,9 +140,10 @@ class udp_link final : public link {
  public:
   udp_link(const std::string& address, size_t mtu, uint32_t window, uint32_t send_sockets,
            const core::config::fault_plan& faults, uint64_t seed_salt)
-      : socket_(address, mtu, window, send_sockets, faults, seed_salt) {}
+      : socket_(address, mtu, window, send_sockets, faults, seed_salt), mtu_(mtu) {}
 
   std::string kind() const override { return "udp"; }
+  size_t max_datagram() const noexcept override { return mtu_; }
   std::vector<std::byte> address() const override;
   std::string address_text() const override { return socket_.address_text(); }
   bool add_peer(int rank, std::span<const std::byte> address) override;
@@ -178,6 +179,7 @@ class udp_link final : public link {
     int via = -2;             // our connected socket to it; -1: the main socket; -2: not made yet
   };
   udp_socket socket_;
+  size_t mtu_;
   std::vector<peer> peers_;  // by rank
 };
 

@@ -52,7 +52,20 @@ struct buffer {
   bool first_contact = false;  // sent before any send to that rank completed
   size_t length = 0;           // bytes in use (a send's datagram, a receive's arrival)
   net::clock::time_point since{};  // a send waiting in the backlog: when it was first refused
-  std::vector<std::byte> bytes;
+  // Not zero-filled: a receive of CLUMP_OFI_MTU bytes makes resident only
+  // the pages its datagrams reach (most are acks of 64 bytes).
+  std::unique_ptr<std::byte[]> bytes;
+  size_t capacity = 0;
+  bool reserve(size_t n) noexcept {
+    if (n <= capacity) return true;
+    try {
+      bytes = std::make_unique_for_overwrite<std::byte[]>(n);
+    } catch (...) {
+      return false;
+    }
+    capacity = n;
+    return true;
+  }
 };
 
 class ofi_link final : public net::link {
@@ -61,6 +74,10 @@ class ofi_link final : public net::link {
   ~ofi_link() override;
 
   std::string kind() const override { return "ofi " + provider_; }
+  // A receive is posted for max_datagram_ bytes: a larger datagram would be
+  // cut short (and lost for good), so every process must send no larger ones.
+  std::string agreement() const override { return kind() + " " + std::to_string(max_datagram_); }
+  size_t max_datagram() const noexcept override { return max_datagram_; }
   std::vector<std::byte> address() const override { return name_; }
   std::string address_text() const override { return text_of(name_) + " (" + domain_ + ")"; }
   bool add_peer(int rank, std::span<const std::byte> address) override;
@@ -157,7 +174,7 @@ class ofi_link final : public net::link {
 
 ofi_link::ofi_link(const core::config& cfg)
     : lib_(calls()),
-      max_datagram_(cfg.net_mtu + 256),
+      max_datagram_(cfg.ofi_mtu),
       per_peer_receives_(2 * size_t{cfg.net_window} + control_datagrams) {
   if (!lib_.handle) throw error(status::not_init, opening, lib_.why + " (install libfabric1, or use CLUMP_NET=udp)");
   if (cfg.net_fault.drop > 0 || cfg.net_fault.duplicate > 0 || cfg.net_fault.reorder > 0 || cfg.net_fault.delay > 0)
@@ -244,6 +261,13 @@ ofi_link::ofi_link(const core::config& cfg)
     }
   }
   domain_ = info_->domain_attr->name;
+  if (info_->ep_attr && info_->ep_attr->max_msg_size && info_->ep_attr->max_msg_size < max_datagram_) {
+    const size_t most = info_->ep_attr->max_msg_size;
+    close_all();
+    throw error(status::bad_arg, opening,
+                "CLUMP_OFI_MTU=" + std::to_string(max_datagram_) + " is more than " + provider_ + " sends in one message (" +
+                    std::to_string(most) + " bytes): set it to that or less");
+  }
   // Sends are copied into buffers of our own: a datagram's bytes need only
   // last until the network's flush, an operation's until its completion.
   send_limit_ = std::clamp<size_t>(info_->tx_attr ? info_->tx_attr->size : 256, 16, 1024);
@@ -289,7 +313,7 @@ bool ofi_link::add_receives(size_t wanted) {
   while (receives_.size() < wanted) {
     auto b = std::make_unique<buffer>();
     b->receive = true;
-    b->bytes.resize(max_datagram_);
+    if (!b->reserve(max_datagram_)) return false;
     if (!post_receive(*b)) return false;
     receives_.push_back(std::move(b));
   }
@@ -345,7 +369,7 @@ bool ofi_link::add_peer(int rank, std::span<const std::byte> address) {
 
 bool ofi_link::post_receive(buffer& b) noexcept {
   for (int tries = 0; tries < 16; ++tries) {
-    const ssize_t rc = fi_recv(ep_, b.bytes.data(), b.bytes.size(), nullptr, FI_ADDR_UNSPEC, &b.context);
+    const ssize_t rc = fi_recv(ep_, b.bytes.get(), b.capacity, nullptr, FI_ADDR_UNSPEC, &b.context);
     if (rc == 0) return true;
     if (rc != -FI_EAGAIN) break;
     progress();
@@ -369,7 +393,7 @@ void ofi_link::repost_refused() noexcept {
 }
 
 bool ofi_link::post_send(buffer& b) noexcept {
-  const ssize_t rc = fi_send(ep_, b.bytes.data(), b.length, nullptr, peers_[static_cast<size_t>(b.rank)].at, &b.context);
+  const ssize_t rc = fi_send(ep_, b.bytes.get(), b.length, nullptr, peers_[static_cast<size_t>(b.rank)].at, &b.context);
   if (rc == 0) {
     ++sends_posted_;
     posted_since_progress_ = true;
@@ -417,16 +441,14 @@ void ofi_link::queue(int rank, const std::byte* data, size_t n, const std::byte*
   }
   b->rank = rank;
   b->length = n + body_n + tail_n;
-  try {
-    b->bytes.resize(b->length);
-  } catch (...) {
+  if (!b->reserve(b->length)) {
     counters_.send_errors++;
     free_sends_.push_back(b);
     return;
   }
-  std::memcpy(b->bytes.data(), data, n);
-  if (body_n) std::memcpy(b->bytes.data() + n, body, body_n);
-  if (tail_n) std::memcpy(b->bytes.data() + n + body_n, tail, tail_n);
+  std::memcpy(b->bytes.get(), data, n);
+  if (body_n) std::memcpy(b->bytes.get() + n, body, body_n);
+  if (tail_n) std::memcpy(b->bytes.get() + n + body_n, tail, tail_n);
   // Behind what waits already, to keep the order datagrams were queued in.
   if (backlog_.empty()) {
     // Refused while the provider makes the connection (the first datagram
@@ -534,7 +556,7 @@ unsigned ofi_link::receive(net::clock::time_point now, on_datagram f, void* cont
     arrived_.pop_front();
     counters_.datagrams_received++;
     counters_.bytes_received += b->length;
-    f(context, b->bytes.data(), b->length, net::origin{});
+    f(context, b->bytes.get(), b->length, net::origin{});
     ++count;
     repost(*b);
   }

@@ -45,6 +45,8 @@ const setup setups[] = {
     {"ofi_tcp_nodes2", {"CLUMP_NET=ofi", "FI_PROVIDER=tcp"}, {"-N", "2"}, 2},
     {"ofi_udp_nodes2", {"CLUMP_NET=ofi", "FI_PROVIDER=udp"}, {"-N", "2"}, 2},
     {"ofi_tcp_net", {"CLUMP_NET=ofi", "FI_PROVIDER=tcp", "CLUMP_PROTOCOL=net"}, {}, 1},
+    // Datagrams of 1 KiB, not 256 KiB: every medium and long payload in many fragments.
+    {"ofi_tcp_small_datagrams_nodes2", {"CLUMP_NET=ofi", "FI_PROVIDER=tcp", "CLUMP_OFI_MTU=1K"}, {"-N", "2"}, 2},
 #endif
 };
 
@@ -132,13 +134,16 @@ TEST(send_sockets, the_receiving_socket_alone_or_mixed_with_connected_ones_carri
 
 #if defined(CLUMP_HAVE_OFI)
 // Ranks that would talk over different networks (CLUMP_NET set for one
-// rank only, or another FI_PROVIDER) never start talking: each says which.
+// rank only, another FI_PROVIDER, or another CLUMP_OFI_MTU: a datagram larger
+// than the receiver's posted receives would be cut short and lost for good)
+// never start talking: each says which.
 TEST(networks, ranks_on_different_networks_are_refused_with_a_clear_error) {
   struct mix {
     std::vector<std::string> job_env;
     const char* rank1;  // exported for rank 1 only
   };
-  for (const mix& m : {mix{{}, "CLUMP_NET=ofi"}, mix{{"CLUMP_NET=ofi", "FI_PROVIDER=tcp"}, "FI_PROVIDER=udp"}}) {
+  for (const mix& m : {mix{{}, "CLUMP_NET=ofi"}, mix{{"CLUMP_NET=ofi", "FI_PROVIDER=tcp"}, "FI_PROVIDER=udp"},
+                       mix{{"CLUMP_NET=ofi", "FI_PROVIDER=tcp"}, "CLUMP_OFI_MTU=64K"}}) {
     auto r = clump::test::program_job(
         "/bin/sh", 2,
         {"-c", std::string("if [ \"$CLUMP_RANK\" = 1 ]; then export ") + m.rank1 + "; fi; exec \"$0\" kinds",

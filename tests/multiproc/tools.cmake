@@ -46,7 +46,10 @@ foreach(bad "CLUMP_SEGMENT_SIZE=-1|CLUMP_SEGMENT_SIZE=-1 is not a size"
             "CLUMP_NET_TIMEOUT_MS=5|CLUMP_NET_TIMEOUT_MS=5 must be 0 \\(never\\) or between 100"
             "CLUMP_JOIN_TIMEOUT_S=0|CLUMP_JOIN_TIMEOUT_S=0 is out of range"
             "CLUMP_NET_FAULT=delay_us=-1|delay_us=-1 is not a whole number"
-            "CLUMP_NET=tcp|CLUMP_NET=tcp must be udp, ofi or auto")
+            "CLUMP_NET=tcp|CLUMP_NET=tcp must be udp, ofi or auto"
+            "CLUMP_OFI_MTU=511|CLUMP_OFI_MTU=511 is out of range"
+            "CLUMP_OFI_MTU=17M|CLUMP_OFI_MTU=17M is out of range"
+            "CLUMP_OFI_MTU=-1|CLUMP_OFI_MTU=-1 is not a size")
   clump_info_fails_case(clump_info_refuses_ "" "--limits" "${bad}")
 endforeach()
 # clump-info lists libfabric's reliable-datagram providers (here, with
