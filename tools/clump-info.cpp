@@ -18,7 +18,7 @@
 #include "core/settings.hpp"
 #include "net/auth.hpp"
 #include "ofi/fabric.hpp"
-#include "ofi/link.hpp"
+#include "net/link.hpp"
 #include "shm/queue_block.hpp"
 
 namespace {
@@ -101,18 +101,17 @@ int main(int argc, char** argv) {
                *clump::ofi::library() ? clump::ofi::library() : "not available",
                providers.empty() ? "none (" + why + ")" : fmt::format("{}", fmt::join(providers, ", ")));
     // What a job's network would go over: the link is opened as a job's would be.
-    const char* net_names[] = {"auto", "udp", "ofi"};
     const auto& cfg = clump::core::settings();
     try {
-      const std::unique_ptr<clump::net::link> link = clump::ofi::open_link(cfg);
-      fmt::print("network between nodes (CLUMP_NET={}): {}\n", net_names[cfg.net_kind],
+      const std::unique_ptr<clump::net::link> link = clump::net::open_link(cfg);
+      fmt::print("network between nodes (CLUMP_NET={}): {}\n", cfg.net,
                  link ? link->kind() + " at " + link->address_text() : std::string("udp"));
       if (link && link->kind().find("ofi_rxd") != std::string::npos)
         fmt::print("  udp;ofi_rxd is libfabric's emulation for testing: stray datagrams sent to its port crash the rank\n"
                    "  (docs/net-protocol.md); on a network you do not trust, use CLUMP_NET=udp with CLUMP_NET_AUTH=on\n");
       fmt::print("\n");
     } catch (const clump::error& e) {
-      fmt::print("network between nodes (CLUMP_NET={}): cannot be opened\n\n", net_names[cfg.net_kind]);
+      fmt::print("network between nodes (CLUMP_NET={}): cannot be opened\n\n", cfg.net);
       fmt::print(stderr, "clump-info: {}\n", e.what());
       network_failed = true;
     }

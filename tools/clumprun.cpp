@@ -33,7 +33,7 @@
 
 #include "boot/wire.hpp"
 #include "core/settings.hpp"
-#include "ofi/link.hpp"
+#include "net/link.hpp"
 #include "clumprun/binding.hpp"
 #include "clumprun/handshake.hpp"
 #include "clumprun/launcher.hpp"
@@ -310,7 +310,7 @@ int main(int argc, char** argv) {
     const auto& cfg = clump::core::settings();
     if (o.nranks > 1 && (o.nodes.node_count > 1 || cfg.force_net)) {
       try {
-        const std::unique_ptr<clump::net::link> link = clump::ofi::open_link(cfg);
+        const std::unique_ptr<clump::net::link> link = clump::net::open_link(cfg);
         clumprun::say(fmt::format("network between nodes: {}", link ? link->kind() : std::string("udp")));
       } catch (const clump::error& e) {
         clumprun::say(fmt::format("network between nodes: cannot be opened here: {}", e.what()));

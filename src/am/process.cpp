@@ -24,7 +24,6 @@
 #include "shm/wake.hpp"
 #include "core/log.hpp"
 #include "core/settings.hpp"
-#include "ofi/link.hpp"
 
 namespace clump::am {
 
@@ -46,7 +45,7 @@ process::process() {
   std::string net_failure;
   if ((cfg.boot_fd >= 0 && cfg.size > 1) || by_pmix) {
     try {
-      net_ = std::make_unique<net::network>(cfg, early_rank, ofi::open_link(cfg));
+      net_ = std::make_unique<net::network>(cfg, early_rank, net::open_link(cfg));
     } catch (const error& e) {
       net_failure = e.what();
     }

@@ -119,7 +119,8 @@ const setting_def registry[] = {
      "long payloads are cut into fragments that fit. A reliable provider (tcp;ofi_rxm, verbs;ofi_rxm) moves a "
      "large one in one operation; every receive posted is this large (memory becomes resident only as data "
      "lands in it). 512 to 16M, at most what the provider sends in one message; every process of a job must "
-     "use the same",
+     "use the same. Unset, udp;ofi_rxd takes CLUMP_NET_MTU (it cuts datagrams into UDP packets itself, and was "
+     "slower with large ones)",
      false},
     {"CLUMP_NET_AUTH", setting_type::string, "auto",
      "authenticate every datagram of the job with a key only its processes hold (a MAC and a replay window: "
@@ -209,6 +210,15 @@ size_t size(const char* name, size_t lo, size_t hi) {
   return x;
 }
 
+}  // namespace
+
+std::vector<std::string>& link_names() noexcept {
+  static std::vector<std::string> names;  // filled by static initialisers, before main; read after
+  return names;
+}
+
+namespace {
+
 constexpr size_t kib = size_t{1} << 10, mib = size_t{1} << 20, gib = size_t{1} << 30, tib = size_t{1} << 40;
 
 void warn_unknown() {
@@ -278,11 +288,13 @@ config parse() {
   c.net_ack_delay_us = static_cast<uint32_t>(integer("CLUMP_NET_ACK_DELAY_US", 0, 1'000'000));
   c.net_rto_min_us = static_cast<uint32_t>(integer("CLUMP_NET_RTO_MIN_US", 10, 10'000'000));
   c.net_address = raw("CLUMP_NET_ADDRESS");
-  const std::string net = raw("CLUMP_NET");
-  if (net == "auto") c.net_kind = 0;
-  else if (net == "udp") c.net_kind = 1;
-  else if (net == "ofi") c.net_kind = 2;
-  else bad_setting("CLUMP_NET=%s must be udp, ofi or auto", net.c_str());
+  c.net = raw("CLUMP_NET");
+  const std::vector<std::string>& links = link_names();
+  if (c.net != "auto" && c.net != "udp" && std::find(links.begin(), links.end(), c.net) == links.end()) {
+    std::string choices = "udp";
+    for (const std::string& n : links) choices += ", " + n;
+    bad_setting("CLUMP_NET=%s must be %s or auto", c.net.c_str(), choices.c_str());
+  }
   c.ofi_domain = raw("CLUMP_OFI_DOMAIN");
   c.ofi_mtu = size("CLUMP_OFI_MTU", 512, 16 * mib);
   const std::string auth = raw("CLUMP_NET_AUTH");

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace clump::core {
 
@@ -38,7 +39,7 @@ struct config {
   uint32_t net_ack_delay_us;     // an explicit acknowledgement waits at most this long
   uint32_t net_rto_min_us;       // lower bound of the retransmission timeout
   std::string net_address;       // IPv4 address to bind, or "auto"
-  int net_kind;                  // CLUMP_NET: 0 auto, 1 udp, 2 ofi (libfabric)
+  std::string net;               // CLUMP_NET: auto, udp, or a kind of link a transport folder registered (ofi)
   size_t ofi_mtu;                // CLUMP_OFI_MTU: the largest datagram over libfabric (bytes, headers included)
   std::string ofi_domain;        // CLUMP_OFI_DOMAIN: the libfabric domain (an interface name for tcp and udp), or ""
   int net_auth;                  // CLUMP_NET_AUTH: 0 auto (when the job spans hosts), 1 on, 2 off
@@ -75,6 +76,10 @@ struct setting_def {
 /// The parsed settings (thread-safe; parsed on first call). A malformed value
 /// is fatal with a message naming the variable and the expected form.
 const config& settings();
+
+/// The kinds of link that transport folders registered (net::link_maker::add
+/// adds each, before main): what CLUMP_NET accepts beside udp and auto.
+std::vector<std::string>& link_names() noexcept;
 
 /// Every registered setting, in the order clump-info prints them.
 std::span<const setting_def> all_settings();

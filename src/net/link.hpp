@@ -10,9 +10,12 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "core/settings.hpp"
 
 namespace clump::net {
 
@@ -98,5 +101,25 @@ class link {
 
   virtual const link_counters& counters() const noexcept = 0;
 };
+
+/// A kind of link that a folder beside src/net offers (src/ofi: "ofi"),
+/// registered before main by a static link_maker::add of that folder: a new
+/// transport is a new folder, with no edit here or in the AM layer.
+struct link_maker {
+  const char* name;  // what CLUMP_NET calls it
+  /// Opens it as CLUMP_NET asks; throws clump::error naming the cause and the fix.
+  std::unique_ptr<link> (*open)(const core::config& cfg);
+  /// True when the machine has the fabric it is for (CLUMP_NET=auto takes it then).
+  bool (*present)();
+
+  /// Registers `m` (CLUMP_NET=name becomes a valid setting). Returns true,
+  /// for a static initialiser: `const bool added = link_maker::add({...});`.
+  static bool add(const link_maker& m) noexcept;
+};
+
+/// The link CLUMP_NET chooses: null for UDP (the network opens its own
+/// socket); auto: the first registered kind whose fabric is present, else
+/// UDP. Throws clump::error when the named kind cannot be opened.
+std::unique_ptr<link> open_link(const core::config& cfg);
 
 }  // namespace clump::net

@@ -13,6 +13,7 @@
 
 #include "core/log.hpp"
 #include "core/tsan.hpp"
+#include "net/fault.hpp"
 
 namespace clump::net {
 
@@ -105,9 +106,12 @@ struct network::peer_state {
 network::network(const core::config& cfg, int rank_hint, std::unique_ptr<link> over)
     : cfg_(cfg),
       link_(over ? std::move(over)
-                 : std::make_unique<udp_link>(cfg.net_address, cfg.net_mtu, cfg.net_window, cfg.net_send_sockets,
-                                              cfg.net_fault, static_cast<uint64_t>(rank_hint))),
-      udp_(dynamic_cast<udp_link*>(link_.get())) {}
+                 : std::make_unique<udp_link>(cfg.net_address, cfg.net_mtu, cfg.net_window, cfg.net_send_sockets)) {
+  // Faults for tests (CLUMP_NET_FAULT) over whichever link.
+  if (injects(cfg.net_fault))
+    link_ = std::make_unique<fault_link>(std::move(link_), cfg.net_fault, static_cast<uint64_t>(rank_hint));
+  udp_ = dynamic_cast<udp_link*>(link_.get());
+}
 
 network::~network() {
   stopping_.store(true, std::memory_order_relaxed);  // relaxed: the eventfd write below carries it

@@ -46,9 +46,8 @@ void size_buffer(int fd, int option, int force_option, size_t bytes) {
 
 }  // namespace
 
-udp_socket::udp_socket(const std::string& address, size_t mtu, uint32_t window, uint32_t send_sockets,
-                       const core::config::fault_plan& faults, uint64_t seed_salt)
-    : send_sockets_(send_sockets), mtu_(mtu), faults_(faults), random_(faults.seed * 0x100000001b3ull + seed_salt) {
+udp_socket::udp_socket(const std::string& address, size_t mtu, uint32_t window, uint32_t send_sockets)
+    : send_sockets_(send_sockets), mtu_(mtu) {
   fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd_ < 0) throw error(status::resource, opening, "socket(AF_INET, SOCK_DGRAM) failed: " + errno_text(errno));
   self_.sin_family = AF_INET;
@@ -151,49 +150,15 @@ std::string udp_socket::address_text() const { return to_text(self_); }
 void udp_socket::queue(const sockaddr_in& to, int via, const std::byte* data, size_t n, const std::byte* body,
                        size_t body_n, const std::byte* tail, size_t tail_n) {
   const uint8_t parts = static_cast<uint8_t>(1 + (body_n ? 1 : 0) + (tail_n ? 1 : 0));
-  auto add = [&] {
-    out_peers_.push_back(to);
-    out_via_.push_back(via);
-    out_parts_.push_back(parts);
-    out_iov_.push_back({const_cast<std::byte*>(data), n});
-    if (body_n) out_iov_.push_back({const_cast<std::byte*>(body), body_n});
-    if (tail_n) out_iov_.push_back({const_cast<std::byte*>(tail), tail_n});
-  };
-  if (faults_.outgoing && (faults_.drop > 0 || faults_.duplicate > 0 || faults_.reorder > 0 || faults_.delay > 0)) {
-    if (random_.chance(faults_.drop)) {
-      counters_.fault_dropped++;
-      return;
-    }
-    const bool reorder = random_.chance(faults_.reorder);
-    const bool delay = random_.chance(faults_.delay);
-    if (reorder || delay) {
-      // Reordered: sent after the datagrams queued behind it; delayed: after delay_us.
-      (reorder ? counters_.fault_reordered : counters_.fault_delayed)++;
-      std::vector<std::byte> copy(data, data + n);
-      copy.insert(copy.end(), body, body + body_n);
-      copy.insert(copy.end(), tail, tail + tail_n);
-      held_out_.push_back({to, via, std::move(copy),
-                           delay ? clock::now() + std::chrono::microseconds(faults_.delay_us) : clock::time_point{}});
-      return;
-    }
-    if (random_.chance(faults_.duplicate)) {
-      counters_.fault_duplicated++;
-      add();
-    }
-  }
-  add();
+  out_peers_.push_back(to);
+  out_via_.push_back(via);
+  out_parts_.push_back(parts);
+  out_iov_.push_back({const_cast<std::byte*>(data), n});
+  if (body_n) out_iov_.push_back({const_cast<std::byte*>(body), body_n});
+  if (tail_n) out_iov_.push_back({const_cast<std::byte*>(tail), tail_n});
 }
 
-void udp_socket::flush(clock::time_point now) {
-  // Held datagrams go after this batch (reorder) or once due (delay).
-  const size_t fresh = out_parts_.size();
-  for (size_t i = 0; i < held_out_.size(); ++i)
-    if (held_out_[i].due <= now) {
-      out_peers_.push_back(held_out_[i].peer);
-      out_via_.push_back(held_out_[i].via);
-      out_parts_.push_back(1);
-      out_iov_.push_back({held_out_[i].bytes.data(), held_out_[i].bytes.size()});
-    }
+void udp_socket::flush(clock::time_point) {
   const size_t total = out_parts_.size();
   ++flushes_;
   if (total == 0) return;
@@ -260,13 +225,6 @@ void udp_socket::flush(clock::time_point now) {
   out_parts_.clear();
   out_via_.clear();
   out_peers_.clear();
-  // Drop the held ones just sent (they were appended after the fresh ones, in order).
-  if (total > fresh) {
-    std::deque<held> keep;
-    for (auto& h : held_out_)
-      if (h.due > now) keep.push_back(std::move(h));
-    held_out_.swap(keep);
-  }
 }
 
 unsigned udp_socket::receive_batch() {

@@ -1,7 +1,7 @@
 #pragma once
 // The UDP socket of a process: one per process, non-blocking, batched with
-// sendmmsg/recvmmsg, with seeded fault injection (drop, duplicate, reorder,
-// delay) on either direction for tests. Knows nothing about reliability.
+// sendmmsg/recvmmsg. Knows nothing about reliability (faults for tests are
+// injected above it: net/fault.hpp).
 //
 // Everything arrives on that one socket. Sending may go through a connected
 // socket per peer instead (connect_to()): the kernel then keeps the route
@@ -26,24 +26,6 @@
 
 namespace clump::net {
 
-/// A seeded random source (splitmix64): the same seed gives the same faults.
-class random_source {
- public:
-  explicit random_source(uint64_t seed) : s_(seed) {}
-  uint64_t next() noexcept {
-    uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  /// True with probability p.
-  bool chance(double p) noexcept { return p > 0 && static_cast<double>(next() >> 11) * 0x1.0p-53 < p; }
-
- private:
-  uint64_t s_;
-};
-
-
 /// The IPv4 address CLUMP_NET_ADDRESS names: "auto" is the first
 /// non-loopback interface that is up, else 127.0.0.1. Throws clump::error.
 in_addr local_address(const std::string& address);
@@ -54,8 +36,7 @@ class udp_socket {
   /// IPv4 interface that is up, else 127.0.0.1) on a free port, with receive
   /// and send buffers sized for `window` datagrams of `mtu` bytes per peer.
   /// Throws clump::error with the reason and the fix.
-  udp_socket(const std::string& address, size_t mtu, uint32_t window, uint32_t send_sockets,
-             const core::config::fault_plan& faults, uint64_t seed_salt);
+  udp_socket(const std::string& address, size_t mtu, uint32_t window, uint32_t send_sockets);
   ~udp_socket();
   udp_socket(const udp_socket&) = delete;
   udp_socket& operator=(const udp_socket&) = delete;
@@ -74,32 +55,21 @@ class udp_socket {
   /// Queues a datagram of `n` bytes at `data`, followed by `body_n` bytes at
   /// `body` and `tail_n` at `tail` (if any), for the next flush(), to `to`
   /// through the main socket or, if `via` >= 0, through that socket from
-  /// connect_to(to). The bytes are copied only when a fault holds them back;
-  /// otherwise they must stay valid until flush().
+  /// connect_to(to). The bytes must stay valid until flush().
   void queue(const sockaddr_in& to, int via, const std::byte* data, size_t n, const std::byte* body = nullptr,
              size_t body_n = 0, const std::byte* tail = nullptr, size_t tail_n = 0);
-  /// Sends everything queued (and held datagrams whose delay is over).
+  /// Sends everything queued.
   void flush(clock::time_point now);
   /// Counts flushes: a datagram queued when flushes() was B is still waiting
   /// (its bytes must not change) as long as flushes() is B.
   uint64_t flushes() const noexcept { return flushes_; }
-  /// True when held datagrams (delay or reorder) are waiting.
-  bool holding() const noexcept { return !held_out_.empty() || !held_in_.empty(); }
-
-  /// Receives a batch of datagrams (plus held incoming ones that are due)
-  /// and calls on_datagram(bytes, n, from) for each. Returns how many.
+  /// Receives a batch of datagrams and calls on_datagram(bytes, n, from) for each. Returns how many.
   template <class F>
   unsigned receive(clock::time_point now, F&& on_datagram);
 
   const link_counters& counters() const noexcept { return counters_; }
 
  private:
-  struct held {
-    sockaddr_in peer;
-    int via;
-    std::vector<std::byte> bytes;
-    clock::time_point due;
-  };
   unsigned receive_batch();
 
   int fd_ = -1;
@@ -110,8 +80,6 @@ class udp_socket {
   size_t buffer_bytes_ = 0;
   uint32_t send_sockets_;
   size_t mtu_;
-  core::config::fault_plan faults_;
-  random_source random_;
   link_counters counters_;
   uint64_t flushes_ = 0;
 
@@ -121,7 +89,6 @@ class udp_socket {
   std::vector<uint8_t> out_parts_;       // per queued datagram: how many of out_iov_ (1 to 3)
   std::vector<int> out_via_;             // per queued datagram: the connected socket, or -1
   std::vector<sockaddr_in> out_peers_;
-  std::deque<held> held_out_;
   // Incoming batch.
   static constexpr unsigned batch = 32;
   static constexpr size_t max_datagram = 65536;
@@ -129,7 +96,6 @@ class udp_socket {
   std::vector<struct mmsghdr> in_msgs_;
   std::vector<struct iovec> in_iov_;
   std::vector<sockaddr_in> in_peers_;
-  std::deque<held> held_in_;
   bool single_ = true;  // the last receive found at most one datagram: use recvfrom
 };
 
@@ -138,9 +104,8 @@ class udp_socket {
 /// port or its sending port).
 class udp_link final : public link {
  public:
-  udp_link(const std::string& address, size_t mtu, uint32_t window, uint32_t send_sockets,
-           const core::config::fault_plan& faults, uint64_t seed_salt)
-      : socket_(address, mtu, window, send_sockets, faults, seed_salt), mtu_(mtu) {}
+  udp_link(const std::string& address, size_t mtu, uint32_t window, uint32_t send_sockets)
+      : socket_(address, mtu, window, send_sockets), mtu_(mtu) {}
 
   std::string kind() const override { return "udp"; }
   size_t max_datagram() const noexcept override { return mtu_; }
@@ -156,7 +121,7 @@ class udp_link final : public link {
              size_t tail_n) noexcept override;
   void flush(clock::time_point now) noexcept override { socket_.flush(now); }
   uint64_t flushes() const noexcept override { return socket_.flushes(); }
-  bool holding() const noexcept override { return socket_.holding(); }
+  bool holding() const noexcept override { return false; }
   unsigned receive(clock::time_point now, on_datagram f, void* context) noexcept override {
     return socket_.receive(now, [&](const std::byte* bytes, size_t n, const sockaddr_in& from) {
       f(context, bytes, n, origin{&from});
@@ -184,45 +149,15 @@ class udp_link final : public link {
 };
 
 template <class F>
-unsigned udp_socket::receive(clock::time_point now, F&& on_datagram) {
-  unsigned count = 0;
-  // Held datagrams first, in arrival order, once due.
-  while (!held_in_.empty() && held_in_.front().due <= now) {
-    held h = std::move(held_in_.front());
-    held_in_.pop_front();
-    on_datagram(h.bytes.data(), h.bytes.size(), h.peer);
-    ++count;
-  }
+unsigned udp_socket::receive(clock::time_point, F&& on_datagram) {
   const unsigned n = receive_batch();
   for (unsigned i = 0; i < n; ++i) {
     const size_t len = in_msgs_[i].msg_len;
-    const std::byte* data = in_bufs_[i].get();
     counters_.datagrams_received++;
     counters_.bytes_received += len;
-    if (faults_.incoming) {
-      if (random_.chance(faults_.drop)) {
-        counters_.fault_dropped++;
-        continue;
-      }
-      const bool reorder = random_.chance(faults_.reorder);
-      const bool delay = random_.chance(faults_.delay);
-      if (reorder || delay) {
-        // Reordered: handled after the datagrams behind it (at the next receive).
-        (reorder ? counters_.fault_reordered : counters_.fault_delayed)++;
-        held_in_.push_back(
-            {in_peers_[i], -1, std::vector<std::byte>(data, data + len),
-             delay ? now + std::chrono::microseconds(faults_.delay_us) : now});
-        continue;
-      }
-      if (random_.chance(faults_.duplicate)) {
-        counters_.fault_duplicated++;
-        on_datagram(data, len, in_peers_[i]);
-      }
-    }
-    on_datagram(data, len, in_peers_[i]);
-    ++count;
+    on_datagram(in_bufs_[i].get(), len, in_peers_[i]);
   }
-  return count;
+  return n;
 }
 
 }  // namespace clump::net

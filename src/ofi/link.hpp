@@ -15,9 +15,9 @@
 
 namespace clump::ofi {
 
-/// The link CLUMP_NET chooses: null for UDP (the network opens its own
-/// socket), else a libfabric endpoint. Throws clump::error naming the cause
-/// when CLUMP_NET=ofi cannot be had (no libfabric, no provider, no domain).
+/// A libfabric endpoint (CLUMP_NET=ofi, registered with net::open_link).
+/// Throws clump::error naming the cause when it cannot be had (no
+/// libfabric, no provider, no domain).
 std::unique_ptr<net::link> open_link(const core::config& cfg);
 
 /// True when libfabric offers a provider other than its socket emulations

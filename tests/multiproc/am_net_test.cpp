@@ -46,6 +46,8 @@ const setup setups[] = {
     {"ofi_udp_nodes2", {"CLUMP_NET=ofi", "FI_PROVIDER=udp"}, {"-N", "2"}, 2},
     {"ofi_tcp_net", {"CLUMP_NET=ofi", "FI_PROVIDER=tcp", "CLUMP_PROTOCOL=net"}, {}, 1},
     // Datagrams of 1 KiB, not 256 KiB: every medium and long payload in many fragments.
+    // Faults injected over libfabric too (src/net/fault.cpp wraps any link).
+    {"lossy_ofi_tcp_nodes2", {"CLUMP_NET=ofi", "FI_PROVIDER=tcp", lossy}, {"-N", "2"}, 2},
     {"ofi_tcp_small_datagrams_nodes2", {"CLUMP_NET=ofi", "FI_PROVIDER=tcp", "CLUMP_OFI_MTU=1K"}, {"-N", "2"}, 2},
 #endif
 };

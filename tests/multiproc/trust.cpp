@@ -9,7 +9,7 @@
 
 #include "am/endpoint_impl.hpp"  // the garbage scenario claims lines in a peer's queue itself
 #include "am/process.hpp"
-#include "net/udp.hpp"
+#include "net/fault.hpp"
 #include "shm/queue.hpp"
 #include "shm/wake.hpp"
 

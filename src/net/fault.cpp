@@ -1,0 +1,111 @@
+#include "net/fault.hpp"
+
+#include <utility>
+
+namespace clump::net {
+
+fault_link::fault_link(std::unique_ptr<link> inner, const core::config::fault_plan& plan, uint64_t seed_salt)
+    : inner_(std::move(inner)), plan_(plan), random_(plan.seed * 0x100000001b3ull + seed_salt) {}
+
+void fault_link::queue(int rank, const std::byte* data, size_t n, const std::byte* body, size_t body_n,
+                       const std::byte* tail, size_t tail_n) noexcept {
+  if (plan_.outgoing) {
+    if (random_.chance(plan_.drop)) {
+      faults_.fault_dropped++;
+      return;
+    }
+    const bool reorder = random_.chance(plan_.reorder);
+    const bool delay = random_.chance(plan_.delay);
+    if (reorder || delay) {
+      // Reordered: sent after the datagrams queued behind it; delayed: after delay_us.
+      try {
+        held h{rank, std::vector<std::byte>(data, data + n), false, {},
+               delay ? clock::now() + std::chrono::microseconds(plan_.delay_us) : clock::time_point{}};
+        h.bytes.insert(h.bytes.end(), body, body + body_n);
+        h.bytes.insert(h.bytes.end(), tail, tail + tail_n);
+        held_out_.push_back(std::move(h));
+        (reorder ? faults_.fault_reordered : faults_.fault_delayed)++;
+      } catch (...) {
+        faults_.fault_dropped++;  // no memory to hold it: lost, as a network may lose it
+      }
+      return;
+    }
+    if (random_.chance(plan_.duplicate)) {
+      faults_.fault_duplicated++;
+      inner_->queue(rank, data, n, body, body_n, tail, tail_n);
+    }
+  }
+  inner_->queue(rank, data, n, body, body_n, tail, tail_n);
+}
+
+void fault_link::flush(clock::time_point now) noexcept {
+  // Held datagrams go after this batch (reorder) or once due (delay); their
+  // bytes must last until the inner link's flush.
+  for (auto it = held_out_.begin(); it != held_out_.end();) {
+    if (it->due <= now) {
+      leaving_.push_back(std::move(*it));
+      it = held_out_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const held& h : leaving_) inner_->queue(h.rank, h.bytes.data(), h.bytes.size());
+  inner_->flush(now);
+  leaving_.clear();
+}
+
+void fault_link::arrived(void* context, const std::byte* bytes, size_t n, const origin& from) {
+  pass& p = *static_cast<pass*>(context);
+  fault_link& self = *p.self;
+  const core::config::fault_plan& plan = self.plan_;
+  if (self.random_.chance(plan.drop)) {
+    self.faults_.fault_dropped++;
+    return;
+  }
+  const bool reorder = self.random_.chance(plan.reorder);
+  const bool delay = self.random_.chance(plan.delay);
+  if (reorder || delay) {
+    // Reordered: handled after the datagrams behind it (at the next receive).
+    try {
+      held h{-1, std::vector<std::byte>(bytes, bytes + n), from.addr != nullptr, from.addr ? *from.addr : sockaddr_in{},
+             delay ? p.now + std::chrono::microseconds(plan.delay_us) : p.now};
+      self.held_in_.push_back(std::move(h));
+      (reorder ? self.faults_.fault_reordered : self.faults_.fault_delayed)++;
+    } catch (...) {
+      self.faults_.fault_dropped++;
+    }
+    return;
+  }
+  if (self.random_.chance(plan.duplicate)) {
+    self.faults_.fault_duplicated++;
+    p.f(p.context, bytes, n, from);
+  }
+  p.f(p.context, bytes, n, from);
+  ++p.count;
+}
+
+unsigned fault_link::receive(clock::time_point now, on_datagram f, void* context) noexcept {
+  unsigned count = 0;
+  // Held datagrams first, in arrival order, once due.
+  while (!held_in_.empty() && held_in_.front().due <= now) {
+    const held h = std::move(held_in_.front());
+    held_in_.pop_front();
+    f(context, h.bytes.data(), h.bytes.size(), origin{h.has_addr ? &h.addr : nullptr});
+    ++count;
+  }
+  if (!plan_.incoming) return count + inner_->receive(now, f, context);
+  pass p{this, f, context, now};
+  inner_->receive(now, &fault_link::arrived, &p);
+  return count + p.count;
+}
+
+const link_counters& fault_link::counters() const noexcept {
+  merged_ = inner_->counters();
+  merged_.fault_dropped = faults_.fault_dropped;
+  merged_.fault_duplicated = faults_.fault_duplicated;
+  merged_.fault_reordered = faults_.fault_reordered;
+  merged_.fault_delayed = faults_.fault_delayed;
+  return merged_;
+}
+
+}  // namespace clump::net
