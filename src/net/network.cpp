@@ -216,7 +216,7 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
   const auto ch = is_request(kind) ? channel::request : channel::reply;
   send_channel& sc = p.out[static_cast<unsigned>(ch)];
   const bool payload = carries_payload(kind);
-  const size_t room = fragment_room(link_->max_datagram(), m.nargs) - trailer_;
+  const size_t room = fragment_room(on_link([](auto& l) { return l.max_datagram(); }), m.nargs) - trailer_;
   const auto now = clock::now();
   status result = status::ok;
   do {
