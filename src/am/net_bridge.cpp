@@ -9,19 +9,9 @@
 
 namespace clump::am {
 
-namespace {
-
 using net::msg_kind;
 
-const char* what(msg_kind k) noexcept {
-  return k == msg_kind::returned ? "returned message" : net::is_request(k) ? "request" : "reply";
-}
-
-}  // namespace
-
-/// Our endpoint in `slot` as it is now, when it is the one the sender
-/// meant (alive, of generation `gen`); else nullptr.
-static remote_endpoint* meant(process& p, uint8_t slot, uint64_t gen, uint64_t& state) noexcept {
+remote_endpoint* meant(process& p, uint8_t slot, uint64_t gen, uint64_t& state) noexcept {
   remote_endpoint* own = p.remote(source_id(p.rank(), slot));
   // Relaxed: see queue_block.hpp (state).
   state = own ? own->view.header->state.load(std::memory_order_relaxed) : 0;
@@ -47,11 +37,7 @@ bool net_sink::deliver(int peer, const net::message_header& m, const uint32_t* a
   uint64_t state = 0;
   remote_endpoint* own = meant(p_, m.dst_slot, m.dst_gen, state);
   auto refuse = [&](return_reason why) {
-    if (kind == msg_kind::returned)
-      core::log_warning("a %s from rank %d to endpoint %u was dropped: %s", what(kind), peer, m.dst_slot,
-                        to_string(why));
-    else
-      p_.defer_net_return(peer, m, args, static_cast<uint8_t>(why));  // a request or a reply, as AM-2 says
+    detail::refuse_from_network(p_, peer, m, args, why);
     return true;
   };
   if (!own) return refuse(return_reason::bad_endpoint);
@@ -86,21 +72,7 @@ bool net_sink::deliver(int peer, const net::message_header& m, const uint32_t* a
 }
 
 bool net_sink::give_back(int peer, const net::message_header& m, const uint32_t* args) noexcept {
-  const auto kind = static_cast<msg_kind>(m.kind);
-  if (kind == msg_kind::returned) {
-    core::log_warning("a %s to rank %d was dropped: that process is unreachable", what(kind), peer);
-    return true;
-  }
-  // A sender freed since gets nothing back.
-  uint64_t state = 0;
-  remote_endpoint* own = meant(p_, m.src_slot, m.src_gen, state);
-  if (!own) return true;
-  const uint64_t aux =
-      detail::returned_aux(return_reason::unreachable, detail::op_of(static_cast<shm::packet_kind>(m.kind)));
-  const uint64_t offset = net::is_long(kind) || kind == msg_kind::get_request ? m.offset : 0;
-  return detail::inject(*own, true, source_id(peer, m.dst_slot), shm::gen32(m.dst_gen), shm::packet_kind::returned,
-                        m.handler, args, m.nargs, m.length, offset, m.tag, aux, nullptr, 0,
-                        state) != detail::inject_result::full;
+  return detail::give_back_unreachable(p_, peer, m, args);
 }
 
 }  // namespace clump::am

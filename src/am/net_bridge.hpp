@@ -13,6 +13,10 @@
 
 namespace clump::am {
 
+/// Our endpoint in `slot` as it is now, when it is the one a message from
+/// the network meant (alive, of generation `gen`); else nullptr.
+remote_endpoint* meant(process& p, uint8_t slot, uint64_t gen, uint64_t& state) noexcept;
+
 class net_sink final : public net::sink {
  public:
   explicit net_sink(process& p) : p_(p) {}

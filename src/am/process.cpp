@@ -208,18 +208,6 @@ bool process::serve_get(int peer, const net::message_header& m, const uint32_t* 
   return true;
 }
 
-void process::defer_net_return(int peer, const net::message_header& m, const uint32_t* args, uint8_t reason) noexcept {
-  net_return r{};
-  r.peer = peer;
-  answer(r, m, args, net::msg_kind::returned);
-  r.m.tag = m.tag;
-  const auto kind = static_cast<net::msg_kind>(m.kind);
-  r.m.offset = net::is_long(kind) || kind == net::msg_kind::get_request ? m.offset : 0;
-  r.m.aux = detail::returned_aux(static_cast<return_reason>(reason), detail::op_of(static_cast<shm::packet_kind>(m.kind)));
-  std::lock_guard lock(net_returns_mutex_);
-  net_returns_.push_back(std::move(r));
-  has_net_work_.store(true, std::memory_order_relaxed);
-}
 
 void process::set_slot_segment(uint32_t slot, std::byte* base, size_t length) noexcept {
   std::lock_guard lock(segments_mutex_);

@@ -230,4 +230,58 @@ void retry_orphans(am::process& proc) noexcept {
   orphans_waiting.store(!orphans.empty(), std::memory_order_relaxed);
 }
 
+// ---- the network's two ways back ---------------------------------------------
+
+namespace {
+
+const char* network_what(net::msg_kind k) noexcept {
+  return k == net::msg_kind::returned ? "returned message" : net::is_request(k) ? "request" : "reply";
+}
+
+}  // namespace
+
+void refuse_from_network(am::process& p, int peer, const net::message_header& m, const uint32_t* args,
+                         return_reason why) noexcept {
+  const auto kind = static_cast<net::msg_kind>(m.kind);
+  if (kind == net::msg_kind::returned)
+    core::log_warning("a %s from rank %d to endpoint %u was dropped: %s", network_what(kind), peer, m.dst_slot,
+                      to_string(why));
+  else
+    p.defer_net_return(peer, m, args, static_cast<uint8_t>(why));  // a request or a reply, as AM-2 says
+}
+
+bool give_back_unreachable(am::process& p, int peer, const net::message_header& m, const uint32_t* args) noexcept {
+  const auto kind = static_cast<net::msg_kind>(m.kind);
+  if (kind == net::msg_kind::returned) {
+    core::log_warning("a %s to rank %d was dropped: that process is unreachable", network_what(kind), peer);
+    return true;
+  }
+  // A sender freed since gets nothing back.
+  uint64_t state = 0;
+  am::remote_endpoint* own = am::meant(p, m.src_slot, m.src_gen, state);
+  if (!own) return true;
+  const uint64_t aux = returned_aux(return_reason::unreachable, op_of(static_cast<shm::packet_kind>(m.kind)));
+  const uint64_t offset = net::is_long(kind) || kind == net::msg_kind::get_request ? m.offset : 0;
+  return inject(*own, true, am::source_id(peer, m.dst_slot), shm::gen32(m.dst_gen), shm::packet_kind::returned,
+                m.handler, args, m.nargs, m.length, offset, m.tag, aux, nullptr, 0, state) != inject_result::full;
+}
+
 }  // namespace clump::detail
+
+namespace clump::am {
+
+void process::defer_net_return(int peer, const net::message_header& m, const uint32_t* args, uint8_t reason) noexcept {
+  net_return r{};
+  r.peer = peer;
+  answer(r, m, args, net::msg_kind::returned);
+  r.m.tag = m.tag;
+  const auto kind = static_cast<net::msg_kind>(m.kind);
+  r.m.offset = net::is_long(kind) || kind == net::msg_kind::get_request ? m.offset : 0;
+  r.m.aux =
+      detail::returned_aux(static_cast<return_reason>(reason), detail::op_of(static_cast<shm::packet_kind>(m.kind)));
+  std::lock_guard lock(net_returns_mutex_);
+  net_returns_.push_back(std::move(r));
+  has_net_work_.store(true, std::memory_order_relaxed);
+}
+
+}  // namespace clump::am

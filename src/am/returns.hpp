@@ -5,10 +5,9 @@
 // at the sender (kept until its next poll), returns sent back by the
 // receiver (tried once, then kept in the endpoint's outbox, then by the
 // process when the endpoint is freed), the aux word that carries why, and
-// handler 0 itself. The network protocol's own two (a message refused as it
-// arrives, while the network's lock is held: process::defer_net_return; one
-// it gives back because the peer is unreachable: net_sink::give_back) encode
-// their returns with returned_aux and come back in as returned packets.
+// handler 0 itself, and the network protocol's own two: a message refused as
+// it arrives, while the network's lock is held (refuse_from_network), and
+// one given back because the peer is unreachable (give_back_unreachable).
 
 #include <clump/am.hpp>
 
@@ -68,5 +67,16 @@ void adopt_returns(endpoint_impl& e) noexcept;
 void retry_orphans(am::process& proc) noexcept;
 /// True while some are waiting (relaxed: a hint for the poll loop).
 extern std::atomic<bool> orphans_waiting;
+
+/// A message from the network refused as it arrives (no such endpoint, a
+/// bad tag or length), with the network's lock held: a request or a reply
+/// goes back over the network after the poll (process::defer_net_return,
+/// also here), a returned one is dropped with a warning.
+void refuse_from_network(am::process& p, int peer, const net::message_header& m, const uint32_t* args,
+                         return_reason why) noexcept;
+/// A message we sent to `peer` that will never arrive (it is unreachable)
+/// comes back to its sender's handler 0; false when the sender's queue is
+/// full (the network offers it again).
+bool give_back_unreachable(am::process& p, int peer, const net::message_header& m, const uint32_t* args) noexcept;
 
 }  // namespace clump::detail
