@@ -267,8 +267,8 @@ ofi_link::ofi_link(const core::config& cfg)
     const size_t most = info_->ep_attr->max_msg_size;
     close_all();
     throw error(status::bad_arg, opening,
-                "CLUMP_OFI_MTU=" + std::to_string(max_datagram_) + " is more than " + provider_ + " sends in one message (" +
-                    std::to_string(most) + " bytes): set it to that or less");
+                "CLUMP_OFI_MTU=" + std::to_string(max_datagram_) + " is more than " + provider_ +
+                    " sends in one message (" + std::to_string(most) + " bytes): set it to that or less");
   }
   // Sends are copied into buffers of our own: a datagram's bytes need only
   // last until the network's flush, an operation's until its completion.
