@@ -297,6 +297,8 @@ config parse() {
   }
   c.ofi_domain = raw("CLUMP_OFI_DOMAIN");
   c.ofi_mtu = size("CLUMP_OFI_MTU", 512, 16 * mib);
+  const char* ofi_mtu = std::getenv("CLUMP_OFI_MTU");
+  c.ofi_mtu_chosen = ofi_mtu && *ofi_mtu;
   const std::string auth = raw("CLUMP_NET_AUTH");
   if (auth == "auto") c.net_auth = 0;
   else if (auth == "on") c.net_auth = 1;

@@ -7,34 +7,45 @@ namespace clump::net {
 fault_link::fault_link(std::unique_ptr<link> inner, const core::config::fault_plan& plan, uint64_t seed_salt)
     : inner_(std::move(inner)), plan_(plan), random_(plan.seed * 0x100000001b3ull + seed_salt) {}
 
+fault_link::fate fault_link::draw() noexcept {
+  if (random_.chance(plan_.drop)) return fate::drop;
+  const bool reorder = random_.chance(plan_.reorder);
+  const bool delay = random_.chance(plan_.delay);
+  if (reorder) return fate::reorder;
+  if (delay) return fate::delay;
+  return random_.chance(plan_.duplicate) ? fate::duplicate : fate::pass;
+}
+
+void fault_link::count(fate f) noexcept {
+  switch (f) {
+    case fate::drop: faults_.fault_dropped++; break;
+    case fate::reorder: faults_.fault_reordered++; break;
+    case fate::delay: faults_.fault_delayed++; break;
+    case fate::duplicate: faults_.fault_duplicated++; break;
+    case fate::pass: break;
+  }
+}
+
 void fault_link::queue(int rank, const std::byte* data, size_t n, const std::byte* body, size_t body_n,
                        const std::byte* tail, size_t tail_n) noexcept {
-  if (plan_.outgoing) {
-    if (random_.chance(plan_.drop)) {
-      faults_.fault_dropped++;
-      return;
+  const fate f = plan_.outgoing ? draw() : fate::pass;
+  if (f == fate::reorder || f == fate::delay) {
+    // Reordered: sent after the datagrams queued behind it; delayed: after delay_us.
+    try {
+      held h{rank, std::vector<std::byte>(data, data + n), false, {},
+             f == fate::delay ? clock::now() + std::chrono::microseconds(plan_.delay_us) : clock::time_point{}};
+      h.bytes.insert(h.bytes.end(), body, body + body_n);
+      h.bytes.insert(h.bytes.end(), tail, tail + tail_n);
+      held_out_.push_back(std::move(h));
+      count(f);
+    } catch (...) {
+      count(fate::drop);  // no memory to hold it: lost, as a network may lose it
     }
-    const bool reorder = random_.chance(plan_.reorder);
-    const bool delay = random_.chance(plan_.delay);
-    if (reorder || delay) {
-      // Reordered: sent after the datagrams queued behind it; delayed: after delay_us.
-      try {
-        held h{rank, std::vector<std::byte>(data, data + n), false, {},
-               delay ? clock::now() + std::chrono::microseconds(plan_.delay_us) : clock::time_point{}};
-        h.bytes.insert(h.bytes.end(), body, body + body_n);
-        h.bytes.insert(h.bytes.end(), tail, tail + tail_n);
-        held_out_.push_back(std::move(h));
-        (reorder ? faults_.fault_reordered : faults_.fault_delayed)++;
-      } catch (...) {
-        faults_.fault_dropped++;  // no memory to hold it: lost, as a network may lose it
-      }
-      return;
-    }
-    if (random_.chance(plan_.duplicate)) {
-      faults_.fault_duplicated++;
-      inner_->queue(rank, data, n, body, body_n, tail, tail_n);
-    }
+    return;
   }
+  count(f);
+  if (f == fate::drop) return;
+  if (f == fate::duplicate) inner_->queue(rank, data, n, body, body_n, tail, tail_n);
   inner_->queue(rank, data, n, body, body_n, tail, tail_n);
 }
 
@@ -57,29 +68,22 @@ void fault_link::flush(clock::time_point now) noexcept {
 void fault_link::arrived(void* context, const std::byte* bytes, size_t n, const origin& from) {
   pass& p = *static_cast<pass*>(context);
   fault_link& self = *p.self;
-  const core::config::fault_plan& plan = self.plan_;
-  if (self.random_.chance(plan.drop)) {
-    self.faults_.fault_dropped++;
-    return;
-  }
-  const bool reorder = self.random_.chance(plan.reorder);
-  const bool delay = self.random_.chance(plan.delay);
-  if (reorder || delay) {
+  const fate f = self.draw();
+  if (f == fate::reorder || f == fate::delay) {
     // Reordered: handled after the datagrams behind it (at the next receive).
     try {
       held h{-1, std::vector<std::byte>(bytes, bytes + n), from.addr != nullptr, from.addr ? *from.addr : sockaddr_in{},
-             delay ? p.now + std::chrono::microseconds(plan.delay_us) : p.now};
+             f == fate::delay ? p.now + std::chrono::microseconds(self.plan_.delay_us) : p.now};
       self.held_in_.push_back(std::move(h));
-      (reorder ? self.faults_.fault_reordered : self.faults_.fault_delayed)++;
+      self.count(f);
     } catch (...) {
-      self.faults_.fault_dropped++;
+      self.count(fate::drop);
     }
     return;
   }
-  if (self.random_.chance(plan.duplicate)) {
-    self.faults_.fault_duplicated++;
-    p.f(p.context, bytes, n, from);
-  }
+  self.count(f);
+  if (f == fate::drop) return;
+  if (f == fate::duplicate) p.f(p.context, bytes, n, from);
   p.f(p.context, bytes, n, from);
   ++p.count;
 }

@@ -87,6 +87,10 @@ class fault_link final : public link {
     unsigned count = 0;
   };
   static void arrived(void* context, const std::byte* bytes, size_t n, const origin& from);
+  /// What happens to the next datagram: the same draws for both directions.
+  enum class fate { pass, drop, reorder, delay, duplicate };
+  fate draw() noexcept;
+  void count(fate f) noexcept;
 
   std::unique_ptr<link> inner_;
   core::config::fault_plan plan_;

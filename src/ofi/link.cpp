@@ -262,7 +262,7 @@ ofi_link::ofi_link(const core::config& cfg)
   // rxd cuts a datagram into UDP packets of its own and was slower with
   // large ones (256 KiB messages: 0.30x fi_pingpong's bandwidth with 256 KiB
   // datagrams, 0.91x with 65000 B): UDP's size there, unless the user chose.
-  if (provider_.find("ofi_rxd") != std::string::npos && !std::getenv("CLUMP_OFI_MTU")) max_datagram_ = cfg.net_mtu;
+  if (provider_.find("ofi_rxd") != std::string::npos && !cfg.ofi_mtu_chosen) max_datagram_ = cfg.net_mtu;
   if (info_->ep_attr && info_->ep_attr->max_msg_size && info_->ep_attr->max_msg_size < max_datagram_) {
     const size_t most = info_->ep_attr->max_msg_size;
     close_all();
