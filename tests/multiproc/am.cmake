@@ -56,7 +56,7 @@ add_test(NAME netns_am_killed_rank_across_three_hosts_through_agents
           ${PROJECT_SOURCE_DIR}/tests/netns/run $<TARGET_FILE:clumprun> $<TARGET_FILE:am_conformance>)
 set_tests_properties(netns_am_every_kind_across_two_hosts netns_am_flood_across_three_hosts netns_am_storm_with_netem_loss
                      netns_am_every_kind_across_two_hosts_over_ssh netns_am_killed_rank_across_three_hosts_through_agents
-  PROPERTIES LABELS "multiproc;netns;net" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE TIMEOUT 120
+  PROPERTIES LABELS "multiproc;netns;net" SKIP_RETURN_CODE 77 RESOURCE_LOCK clumpns TIMEOUT 120
              ENVIRONMENT "CLUMP_SEGMENT_SIZE=8M;CLUMP_NET_TIMEOUT_MS=1000")
 set_tests_properties(netns_am_killed_rank_across_three_hosts_through_agents PROPERTIES
   PASS_REGULAR_EXPRESSION "killed peer: rank [01] got.*killed peer: rank [01] got.*exit code 137")
@@ -72,10 +72,10 @@ if(CLUMP_OFI_TESTS)
                    code=$?; [ $code -eq 77 ] && exit 77; echo \"exit code $code\"; [ $code -eq 137 ]"
             ${PROJECT_SOURCE_DIR}/tests/netns/run $<TARGET_FILE:clumprun> $<TARGET_FILE:am_conformance>)
   set_tests_properties(netns_am_every_kind_across_two_hosts_over_ofi_tcp netns_am_killed_rank_across_three_hosts_over_ofi_tcp
-    PROPERTIES LABELS "multiproc;netns;net;ofi" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE TIMEOUT 120
+    PROPERTIES LABELS "multiproc;netns;net;ofi" SKIP_RETURN_CODE 77 RESOURCE_LOCK clumpns TIMEOUT 120
                ENVIRONMENT "CLUMP_SEGMENT_SIZE=8M;CLUMP_NET_TIMEOUT_MS=1000;CLUMP_NET=ofi;FI_PROVIDER=tcp")
   set_tests_properties(netns_am_flood_across_three_hosts_over_ofi_udp
-    PROPERTIES LABELS "multiproc;netns;net;ofi" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE TIMEOUT 120
+    PROPERTIES LABELS "multiproc;netns;net;ofi" SKIP_RETURN_CODE 77 RESOURCE_LOCK clumpns TIMEOUT 120
                ENVIRONMENT "CLUMP_SEGMENT_SIZE=8M;CLUMP_NET_TIMEOUT_MS=1000;CLUMP_NET=ofi;FI_PROVIDER=udp")
   set_tests_properties(netns_am_killed_rank_across_three_hosts_over_ofi_tcp PROPERTIES
     PASS_REGULAR_EXPRESSION "killed peer: rank [01] got.*killed peer: rank [01] got.*exit code 137")
@@ -102,7 +102,7 @@ gtest_discover_tests(trust_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 240 LABE
 add_test(NAME netns_a_cut_link_is_found_within_the_timeout
   COMMAND ${netns_run} -n 2 --bind none $<TARGET_FILE:trust> cut "ip -n clumpns-br link set vh1 down")
 set_tests_properties(netns_a_cut_link_is_found_within_the_timeout
-  PROPERTIES LABELS "multiproc;netns;net;trust" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE TIMEOUT 60
+  PROPERTIES LABELS "multiproc;netns;net;trust" SKIP_RETURN_CODE 77 RESOURCE_LOCK clumpns TIMEOUT 60
              ENVIRONMENT "CLUMP_NET_TIMEOUT_MS=1000")
 # Over libfabric too: neither provider reports the peer's loss; clump's keep-alives find it.
 if(CLUMP_OFI_TESTS)
@@ -110,7 +110,7 @@ if(CLUMP_OFI_TESTS)
     add_test(NAME netns_a_cut_link_is_found_within_the_timeout_over_ofi_${provider}
       COMMAND ${netns_run} -n 2 --bind none $<TARGET_FILE:trust> cut "ip -n clumpns-br link set vh1 down")
     set_tests_properties(netns_a_cut_link_is_found_within_the_timeout_over_ofi_${provider}
-      PROPERTIES LABELS "multiproc;netns;net;trust;ofi" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE TIMEOUT 60
+      PROPERTIES LABELS "multiproc;netns;net;trust;ofi" SKIP_RETURN_CODE 77 RESOURCE_LOCK clumpns TIMEOUT 60
                  ENVIRONMENT "CLUMP_NET_TIMEOUT_MS=1000;CLUMP_NET=ofi;FI_PROVIDER=${provider}")
   endforeach()
 endif()
