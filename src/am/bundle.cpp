@@ -60,8 +60,8 @@ unsigned bundle::poll_endpoints() noexcept {
   // send-stage: netpoll
   // The network first (what it delivers lands in the queues polled below),
   // but only as often as the adaptive poller says.
-  if (net::network* net = impl_->proc->net()) [[unlikely]]
-    if ((net->watching() && net->rung()) || impl_->net_poller.due()) impl_->poll_network_now(*net);
+  if (am::transport* t = impl_->proc->polled()) [[unlikely]]
+    t->progress(impl_->net_poller);
   // send-stage: poll
   for (endpoint_impl* e : l->eps) {
     // Look at the two heads here, inline: an empty poll is then a few loads.
@@ -79,16 +79,6 @@ unsigned bundle::poll_endpoints() noexcept {
   return n;
 }
 
-// send-stage: netpoll, callees too
-void detail::bundle_impl::poll_network_now(net::network& net) noexcept {
-  const unsigned found = proc->poll_network();
-  net_poller.found(found);
-  if (found)
-    net.unwatch();
-  else if (net_poller.quiet() && (!net.watching() || net.rung()))
-    net.watch();  // (again, after a ring that found nothing)
-}
-// send-stage: end
 
 std::chrono::microseconds bundle::spin_time() noexcept {
   return std::chrono::microseconds(core::settings().spin_before_sleep_us);
@@ -108,8 +98,8 @@ void detail::sleep_bundle(bundle_impl& b, std::chrono::nanoseconds timeout, cons
   // Sleep on both protocols at once: while we sleep, the network's service
   // thread watches the socket and delivers into our queues, which wakes us
   // like any shared-memory sender.
-  net::network* net = b.proc->net();
-  if (net) net->arm();
+  am::transport* t = b.proc->polled();
+  if (t) t->before_sleep();
   const uint32_t v = shm::prepare_sleep(w);
   // After announcing the sleep, look once more: a sender that claimed before
   // it could see our bit is visible here (handshake in shm/queue.hpp), and
@@ -120,7 +110,7 @@ void detail::sleep_bundle(bundle_impl& b, std::chrono::nanoseconds timeout, cons
   } else {
     shm::sleep(w, v, static_cast<long>(timeout.count()));
   }
-  if (net) net->disarm();
+  if (t) t->after_sleep();
 }
 
 void bundle::sleep_until_message(std::chrono::nanoseconds timeout) noexcept { sleep_bundle(*impl_, timeout, nullptr); }

@@ -9,7 +9,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "am/cma.hpp"
+#include "am/via_shm/cma.hpp"
 #include "am/endpoint_impl.hpp"
 #include "am/returns.hpp"
 #include "am/send.hpp"
@@ -167,7 +167,7 @@ inline const uint32_t* gather_args(const shm::packet& p, const shape& sh, uint32
                                                     const shm::packet_extra& x, uint32_t last) noexcept {
   const int from = am::source_rank(p.source);
   const am::remote_endpoint* sender = e.proc->remote(p.source);
-  if (!sender || sender->net) return 0;  // refused as from an unknown endpoint already (reject)
+  if (!sender || sender->kind != am::transport_kind::shm) return 0;  // refused as from an unknown endpoint already (reject)
   // The sender writes this word; nothing else of the packet changes.
   auto& word = const_cast<std::atomic<uint32_t>&>(x.shared);
   std::chrono::steady_clock::time_point give_up{};
@@ -215,7 +215,7 @@ void settle_unclaimed(endpoint_impl& e, const shm::packet& p, const shape& sh) n
     cma::result r = cma::result::done;
     if (front < p.length) {
       // The sender's payload, in its memory (an address we only hand to the kernel).
-      r = from && !from->net && from->pid > 0
+      r = from && from->kind == am::transport_kind::shm && from->pid > 0
               ? cma::read_from(from->pid, reinterpret_cast<const std::byte*>(sh.tail->aux + front), data + front,
                                p.length - front)
               : cma::result::refused;
@@ -310,7 +310,7 @@ void settle_unclaimed(endpoint_impl& e, const shm::packet& p, const shape& sh) n
       // requester's handler 0 rather than to ours.
       // (Over the network the requester checks on arrival of the reply instead.)
       am::remote_endpoint* from = e.proc->remote(p.source);
-      if (from && !from->net) {
+      if (from && from->kind == am::transport_kind::shm) {
         uint64_t off = 0, len = 0;
         // (A requester that stays in the middle of a segment change has
         // died halfway: its get goes back, as one outside its segment.)

@@ -91,7 +91,7 @@ endpoint::~endpoint() {
     e.bundle->set(std::move(eps));
   }
   e.bundle->quiesce();
-  e.proc->set_slot_segment(e.slot, nullptr, 0);  // no fragment from the network lands any more
+  e.proc->segment_changed(e.slot, nullptr, 0);  // no fragment from the network lands any more
   // Dead, from here on: senders that claim from now see it and return their
   // messages themselves; what is already in the queues goes back now.
   // seq_cst: the owner's half of the handshake in send.cpp's try_enqueue.
@@ -247,7 +247,7 @@ static void write_own_segment(endpoint_impl& e) noexcept {
 /// returns: the program may free it.
 static void publish_segment(endpoint_impl& e, bool owned_before, uint64_t old_offset, size_t old_length) noexcept {
   write_own_segment(e);
-  e.proc->set_slot_segment(e.slot, e.segment, e.segment_length);  // for long messages from the network
+  e.proc->segment_changed(e.slot, e.segment, e.segment_length);  // for long messages from the network
   if (owned_before) release_segment(e, old_offset, old_length);
   else if (old_offset == shm::private_segment && old_length) e.proc->quiesce_copies();
 }
@@ -292,12 +292,7 @@ std::span<std::byte> endpoint::mapped_segment(int dest) const noexcept {
   if (dest < 0 || static_cast<size_t>(dest) >= e.translations.size()) return {};
   const translation& t = e.translations[static_cast<size_t>(dest)];
   const am::remote_endpoint* to = remote_of(e, t);
-  if (!to || to->net || !to->region_base) return {};
-  uint64_t offset = 0, length = 0;
-  if (!shm::read_segment(*to->view.header, offset, length)) return {};  // changing for long: died halfway?
-  if (offset == shm::private_segment || length == 0 || offset > to->region_size || length > to->region_size - offset)
-    return {};
-  return {to->region_base + offset, static_cast<size_t>(length)};
+  return to ? to->via->mapped_segment(*to) : std::span<std::byte>{};
 }
 
 void endpoint::wake(int dest) noexcept {
@@ -305,11 +300,7 @@ void endpoint::wake(int dest) noexcept {
   if (dest < 0 || static_cast<size_t>(dest) >= e.translations.size()) return;
   const translation& t = e.translations[static_cast<size_t>(dest)];
   const am::remote_endpoint* to = remote_of(e, t);
-  if (!to || to->net) return;
-  std::atomic<uint32_t>& w = shm::wake_word(to->view.request);
-  // seq_cst: the writer's half of the handshake with a sleeper that checks
-  // its `ready` after announcing itself (bundle::sleep_until_message).
-  if (w.load(std::memory_order_seq_cst) & shm::sleeper_mask) shm::wake(w);
+  if (to) to->via->wake(*to);
 }
 
 // ---- handlers --------------------------------------------------------------

@@ -135,10 +135,10 @@ struct bundle_impl {
   bundle_mode mode = bundle_mode::sequential;
   unsigned poll_batch = 0;  // CLUMP_POLL_BATCH, cached
   am::process* proc = nullptr;
-  am::adaptive_poller net_poller;  // used only when the process has a network
-  /// Polls the network for this bundle and moves between polling the socket
-  /// and watching the doorbell (see adaptive_poller.hpp).
-  void poll_network_now(net::network& net) noexcept;
+  // When to poll the network for this bundle, and when to watch its
+  // doorbell instead (see adaptive_poller.hpp); used only when the process
+  // has a network.
+  am::adaptive_poller net_poller;
   bundle_impl(const core::config& c) noexcept
       : net_poller(static_cast<am::adaptive_poller::mode>(c.net_poll_mode), c.net_poll_min, c.net_poll_max,
                    c.net_poll_us) {}

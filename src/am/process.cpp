@@ -18,8 +18,9 @@
 #include <clump/am.hpp>
 
 #include "am/endpoint_impl.hpp"
-#include "am/net_bridge.hpp"
 #include "am/returns.hpp"
+#include "am/via_net/transport.hpp"
+#include "am/via_shm/transport.hpp"
 #include "boot/pmix.hpp"
 #include "shm/wake.hpp"
 #include "core/log.hpp"
@@ -45,7 +46,7 @@ process::process() {
   std::string net_failure;
   if ((cfg.boot_fd >= 0 && cfg.size > 1) || by_pmix) {
     try {
-      net_ = std::make_unique<net::network>(cfg, early_rank, net::open_link(cfg));
+      net_ = std::make_unique<net_transport>(*this, cfg, early_rank);
     } catch (const error& e) {
       net_failure = e.what();
     }
@@ -59,14 +60,14 @@ process::process() {
 
   // Routing: shared memory with the ranks of our node, the network with the
   // others (with every other rank under CLUMP_PROTOCOL=net).
-  net_rank_.assign(static_cast<size_t>(size_), 0);
+  std::vector<char> net_rank(static_cast<size_t>(size_), 0);
   bool any_net = false;
   for (int r = 0; r < size_; ++r)
-    if (r != rank_ && (cfg.force_net || job_->node(r) != job_->node(rank_))) net_rank_[static_cast<size_t>(r)] = 1, any_net = true;
+    if (r != rank_ && (cfg.force_net || job_->node(r) != job_->node(rank_))) net_rank[static_cast<size_t>(r)] = 1, any_net = true;
   std::vector<int> fds = job_->take_region_fds();
   peers_.reserve(static_cast<size_t>(size_));
   for (size_t r = 0; r < fds.size(); ++r) {
-    if (net_rank_[r]) {
+    if (net_rank[r]) {
       ::close(fds[r]);  // another node: never mapped
       continue;
     }
@@ -94,7 +95,8 @@ process::process() {
   });
   for (size_t i = 0; i < static_cast<size_t>(size_) * max_slots_; ++i)
     remotes_[i].store(nullptr, std::memory_order_relaxed);
-  slot_segments_.resize(cfg.max_endpoints);
+  shm_ = std::make_unique<shm_transport>(*this);
+  via_.assign(static_cast<size_t>(size_), shm_.get());
 
   if (!any_net && !cfg.keep_net) {
     net_.reset();  // every rank shares this node
@@ -106,122 +108,26 @@ process::process() {
                 "some ranks of this job are on other nodes, but this process has no network socket: " + net_failure);
   std::vector<std::vector<std::byte>> addresses(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r)
-    if (net_rank_[static_cast<size_t>(r)]) {
+    if (net_rank[static_cast<size_t>(r)]) {
       auto a = job_->net_address(r);
       addresses[static_cast<size_t>(r)].assign(a.begin(), a.end());
+      via_[static_cast<size_t>(r)] = net_.get();
     }
-  sink_ = std::make_unique<net_sink>(*this);
-  net_->start(job_id_, rank_, addresses, *sink_, job_->net_key());
+  net_->start(job_id_, rank_, addresses, job_->net_key());
+  polled_ = net_.get();
   // At a normal exit, give the network a moment to deliver what is in flight
   // and to acknowledge what arrived, so that peers see no false failures.
   std::atexit([] {
     process* p = existing();
-    if (!p || !p->net_) return;
-    p->net_->linger(std::chrono::milliseconds(500));
-    if (core::settings().verbose >= 1) {
-      const net::statistics s = p->net_->stats();
-      uint64_t refused = 0;
-      std::string why;
-      for (unsigned r = 0; r < net::refusal_count; ++r) {
-        refused += s.refused[r];
-        if (s.refused[r])
-          why += std::string(why.empty() ? " (" : ", ") + std::to_string(s.refused[r]) + " " +
-                 net::to_string(static_cast<net::refusal>(r));
-      }
-      if (!why.empty()) why += ")";
-      core::log_info("network: %llu messages sent, %llu delivered; datagrams %llu out, %llu in; %llu retransmitted "
-                     "(%llu timeouts, %llu tail probes, %llu gaps, %llu replies again), "
-                     "%llu duplicates, %llu out of order, %llu acks, %llu stalls, %llu refused%s; faults: %llu "
-                     "dropped, %llu duplicated, %llu reordered, %llu delayed",
-                     (unsigned long long)s.messages_sent, (unsigned long long)s.messages_delivered,
-                     (unsigned long long)s.datagrams_sent, (unsigned long long)s.datagrams_received,
-                     (unsigned long long)s.retransmits, (unsigned long long)s.resent_timeout,
-                     (unsigned long long)s.resent_probe, (unsigned long long)s.resent_gap,
-                     (unsigned long long)s.resent_reply, (unsigned long long)s.duplicates,
-                     (unsigned long long)s.out_of_order, (unsigned long long)s.acks_sent,
-                     (unsigned long long)s.stalls, (unsigned long long)refused, why.c_str(),
-                     (unsigned long long)s.fault_dropped,
-                     (unsigned long long)s.fault_duplicated, (unsigned long long)s.fault_reordered,
-                     (unsigned long long)s.fault_delayed);
-    }
+    if (p && p->polled_) p->polled_->leave(std::chrono::milliseconds(500));
   });
 }
 
-unsigned process::poll_network() noexcept { return net_ ? net_->poll() : 0; }
-
-void process::send_deferred() noexcept {
-  // Relaxed: a hint; the list is read under its mutex.
-  if (!has_net_work_.load(std::memory_order_relaxed)) return;
-  // Take the list and send without its mutex: a poll holding the network's
-  // lock may be adding to it (lock order: network, then this list).
-  std::vector<net_return> work;
-  {
-    std::lock_guard lock(net_returns_mutex_);
-    work.swap(net_returns_);
-    has_net_work_.store(false, std::memory_order_relaxed);
-  }
-  auto sent = [&](net_return& r) {
-    uint32_t done = r.done;
-    const status s = net_->send(r.peer, r.m, r.args, r.data.empty() ? nullptr : r.data.data(), done);
-    r.done = done;
-    return s != status::in_use;  // sent, or the peer is unreachable (nobody left to tell)
-  };
-  work.erase(std::remove_if(work.begin(), work.end(), sent), work.end());
-  if (work.empty()) return;
-  std::lock_guard lock(net_returns_mutex_);
-  // What is left goes first next time: replies keep their order.
-  net_returns_.insert(net_returns_.begin(), std::make_move_iterator(work.begin()), std::make_move_iterator(work.end()));
-  has_net_work_.store(true, std::memory_order_relaxed);
-}
-
-void process::answer(net_return& r, const net::message_header& m, const uint32_t* args, net::msg_kind kind) noexcept {
-  r.m.kind = static_cast<uint8_t>(kind);
-  r.m.handler = m.handler;
-  r.m.nargs = m.nargs;
-  r.m.src_slot = m.dst_slot;
-  r.m.dst_slot = m.src_slot;
-  r.m.dst_gen = m.src_gen;
-  r.m.length = m.length;
-  std::memcpy(r.args, args, 4u * std::min<unsigned>(m.nargs, net::max_args));
-}
-
-bool process::serve_get(int peer, const net::message_header& m, const uint32_t* args) noexcept {
-  // The answer of a get is a long reply with the bytes of our segment; the
-  // requester's handler runs when it arrives. Copied now (the segment lock
-  // cannot be held while sending: the network takes it under its own lock).
-  net_return r{};
-  r.peer = peer;
-  {
-    std::lock_guard lock(segments_mutex_);
-    if (m.dst_slot >= slot_segments_.size()) return false;
-    const slot_segment& s = slot_segments_[m.dst_slot];
-    if (!s.base || m.offset > s.length || m.length > s.length - m.offset) return false;
-    r.data.assign(s.base + m.offset, s.base + m.offset + m.length);
-  }
-  answer(r, m, args, net::msg_kind::long_reply);
-  r.m.src_gen = m.dst_gen;
-  r.m.tag = m.src_tag;
-  r.m.offset = m.aux;  // where the requester wants the bytes
-  std::lock_guard lock(net_returns_mutex_);
-  net_returns_.push_back(std::move(r));
-  has_net_work_.store(true, std::memory_order_relaxed);
-  return true;
-}
-
-
-void process::set_slot_segment(uint32_t slot, std::byte* base, size_t length) noexcept {
-  std::lock_guard lock(segments_mutex_);
-  if (slot < slot_segments_.size()) slot_segments_[slot] = {base, length};
-}
-
-bool process::write_segment(uint32_t slot, uint64_t offset, size_t whole, size_t at, const std::byte* data,
-                            size_t n) noexcept {
-  std::lock_guard lock(segments_mutex_);  // held over the copy: the endpoint cannot drop its segment meanwhile
-  if (slot >= slot_segments_.size()) return false;
-  const slot_segment& s = slot_segments_[slot];
-  if (!s.base || offset > s.length || whole > s.length - offset || at > whole || n > whole - at) return false;
-  std::memcpy(s.base + offset + at, data, n);
-  return true;
+remote_endpoint* meant(process& p, uint8_t slot, uint64_t gen, uint64_t& state) noexcept {
+  remote_endpoint* own = p.remote(source_id(p.rank(), slot));
+  // Relaxed: see queue_block.hpp (state).
+  state = own ? own->view.header->state.load(std::memory_order_relaxed) : 0;
+  return own && state == shm::alive_state(gen) ? own : nullptr;
 }
 
 process& process::get() {
@@ -254,7 +160,7 @@ void process::found_dead(int rank, const char* how, bool quietly, bool from_netw
   deaths_.fetch_add(1, std::memory_order_release);
   // Over the network, what it did not acknowledge comes back now (unless
   // the network itself found it: it is giving them back already).
-  if (net_ && !from_network) net_->peer_gone(rank);
+  if (polled_ && !from_network) polled_->peer_gone(rank);
   // A rank that ended normally (while others go on) is no error to report.
   (quietly ? core::log_info : core::log_error)(
       "rank %d %s; messages to it come back unreachable, and waits that depend on it end with an error", rank, how);
@@ -319,36 +225,14 @@ std::byte* process::map_peer(int rank, const char* doing) noexcept {
 }
 
 remote_endpoint* process::make_remote(int rank, uint32_t slot) noexcept {
-  if (over_net(rank)) {
-    // Over the network: no view; the owner checks slot and state on arrival.
-    std::lock_guard lock(mutex_);
-    auto& cell = remotes_[static_cast<size_t>(rank) * max_slots_ + slot];
-    if (remote_endpoint* e = cell.load(std::memory_order_relaxed)) return e;
-    auto e = std::make_unique<remote_endpoint>();
-    e->net = true;
-    e->rank = rank;
-    e->slot = slot;
-    remote_endpoint* raw = e.get();
-    remote_storage_.push_back(std::move(e));
-    cell.store(raw, std::memory_order_release);  // release: pairs with remote()'s acquire
-    return raw;
-  }
-  std::byte* base = map_peer(rank, "reaching a process of this node");  // on first use (shm::peer_regions)
-  if (!base) return nullptr;
-  // The layout as checked when the region was read, not as its header says now.
-  const shm::region_geometry& g = peers_.geometry(rank);
-  if (slot >= g.max_endpoints) return nullptr;
-  std::lock_guard lock(mutex_);
+  transport& t = *via_[static_cast<size_t>(rank)];
+  if (!t.may_exist(rank, slot)) return nullptr;
   auto& cell = remotes_[static_cast<size_t>(rank) * max_slots_ + slot];
-  if (remote_endpoint* e = cell.load(std::memory_order_relaxed)) return e;
-  auto e = std::make_unique<remote_endpoint>();
-  e->view = shm::view_queue_block(base + g.queue_block_base + g.queue_block_stride * slot, base, g.depth,
-                                  g.ring_bytes, g.wake_base);
-  e->region_base = base;
-  e->region_size = g.size;
-  e->pid = g.pid;
-  e->rank = rank;
-  e->slot = slot;
+  // Reached outside the lock (mapping a region may take a while), kept once.
+  std::unique_ptr<remote_endpoint> e = t.reach(rank, slot);
+  if (!e) return nullptr;
+  std::lock_guard lock(mutex_);
+  if (remote_endpoint* known = cell.load(std::memory_order_relaxed)) return known;
   remote_endpoint* raw = e.get();
   remote_storage_.push_back(std::move(e));
   // Release: the view is complete before another thread can find it.

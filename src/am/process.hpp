@@ -10,8 +10,8 @@
 #include <mutex>
 #include <vector>
 
+#include "am/transport.hpp"
 #include "boot/job.hpp"
-#include "net/network.hpp"
 #include "shm/queue_block.hpp"
 #include "shm/region.hpp"
 
@@ -24,6 +24,8 @@ namespace clump::am {
 /// A remote (or local) endpoint as a sender sees it: through shared memory
 /// (its queue block, mapped here) or, on another node, through the network.
 struct remote_endpoint {
+  transport_kind kind = transport_kind::shm;  // the one byte the hot path tests
+  transport* via = nullptr;                   // the transport that reaches it
   shm::queue_block_view view;     // shared memory only
   shm::head_cache request_cache;  // this process's copy of the request queue head
   shm::head_cache reply_cache;
@@ -39,7 +41,6 @@ struct remote_endpoint {
   // It could not pull a shared copy's rest from our memory (the kernel
   // refuses): our long messages to it are no longer shared copies. Relaxed: a hint.
   std::atomic<bool> no_pull{false};
-  bool net = false;                  // reached through the network protocol
   // Network only: what the endpoint told us about itself in its last message
   // (a reply goes out with the requester's tag, to its generation).
   std::atomic<uint64_t> peer_tag{0};
@@ -48,7 +49,11 @@ struct remote_endpoint {
   uint32_t slot = 0;
 };
 
-class net_sink;
+class net_transport;
+
+/// Our endpoint in `slot` as it is now, when it is the one a message from
+/// another process meant (alive, of generation `gen`); else nullptr.
+remote_endpoint* meant(class process& p, uint8_t slot, uint64_t gen, uint64_t& state) noexcept;
 
 inline constexpr uint32_t source_id(int rank, uint32_t slot) noexcept {
   return (static_cast<uint32_t>(rank) << 8) | slot;
@@ -83,35 +88,28 @@ class process {
   }
 
   /// Whether endpoint slot `slot` can exist on `rank` (what remote() would
-  /// find), without mapping its region.
+  /// find), without reaching it.
   bool has_endpoint(int rank, uint32_t slot) const noexcept {
     if (rank < 0 || rank >= size_ || slot >= max_slots_) return false;
-    if (over_net(rank)) return true;
-    return peers_.has(rank) && slot < peers_.geometry(rank).max_endpoints;
+    return via_[static_cast<size_t>(rank)]->may_exist(rank, slot);
   }
 
-  /// The network protocol, or nullptr when every rank is reached through shared memory.
-  net::network* net() noexcept { return net_.get(); }
-  /// True when `rank` is reached through the network.
-  bool over_net(int rank) const noexcept { return net_ && rank != rank_ && net_rank_[static_cast<size_t>(rank)]; }
-  /// Polls the network (receive, ack, retransmit, deliver into our queues) and
-  /// sends the returns it left for us. Returns the datagrams received.
-  unsigned poll_network() noexcept;
-  /// Where a long message from the network lands: the segment of each local
-  /// endpoint slot, kept here because the network may deliver from any thread.
-  void set_slot_segment(uint32_t slot, std::byte* base, size_t length) noexcept;
-  /// Copies into slot's segment at [offset, offset + n) when [offset, offset +
-  /// whole) lies inside it; false otherwise.
-  bool write_segment(uint32_t slot, uint64_t offset, size_t whole, size_t at, const std::byte* data, size_t n) noexcept;
-  /// A message from the network to return to its sender, over the network
-  /// (sent after the poll that found it).
-  void defer_net_return(int peer, const net::message_header& m, const uint32_t* args, uint8_t reason) noexcept;
-  /// Answers get request `m` from the network at once, from our segment,
-  /// without waiting for a poll (CLUMP_PROGRESS=thread); false when it does
-  /// not fit the segment (it then takes the normal path and comes back).
-  bool serve_get(int peer, const net::message_header& m, const uint32_t* args) noexcept;
-  /// Sends what the network's deliveries left to send (returns, get answers).
-  void send_deferred() noexcept;
+  /// The transport that polls for what arrives (the network's), or nullptr
+  /// when every rank is reached through shared memory.
+  transport* polled() noexcept { return polled_; }
+  /// The network transport, or nullptr.
+  net_transport* network_transport() noexcept { return net_.get(); }
+  /// Receives from the network now, if there is one. Returns what it found.
+  unsigned poll_network() noexcept { return polled_ ? polled_->poll() : 0; }
+  /// Endpoint `slot` of this process now has this segment (nullptr: none).
+  void segment_changed(uint32_t slot, std::byte* base, size_t length) noexcept {
+    if (polled_) polled_->segment_changed(slot, base, length);
+  }
+  /// The regions of this node's processes, and `rank`'s mapped now if it was
+  /// not yet: nullptr when it has none or the mapping failed (logged,
+  /// saying what this was `doing`).
+  shm::peer_regions& peers() noexcept { return peers_; }
+  std::byte* map_peer(int rank, const char* doing) noexcept;
   /// After this process published a change of one of its segments: waits
   /// until no process of the node is inside a copy into a segment (so none
   /// still writes into the old one). False when one kept copying for 2 s
@@ -156,9 +154,6 @@ class process {
  private:
   process();
   remote_endpoint* make_remote(int rank, uint32_t slot) noexcept;
-  /// `rank`'s region, mapped now if it was not yet; nullptr when it has
-  /// none, or the mapping failed (logged, saying what this was `doing`).
-  std::byte* map_peer(int rank, const char* doing) noexcept;
 
   std::unique_ptr<shm::region> region_;
   std::unique_ptr<boot::job> job_;
@@ -171,29 +166,12 @@ class process {
   std::vector<std::unique_ptr<remote_endpoint>> remote_storage_;
   std::mutex mutex_;  // guards remote_storage_ (setup path)
 
-  // The network protocol (null when all ranks share this node).
-  std::unique_ptr<net::network> net_;
-  std::unique_ptr<net_sink> sink_;
-  std::vector<char> net_rank_;  // by rank: reached over the network
-  struct slot_segment {
-    std::byte* base = nullptr;
-    size_t length = 0;
-  };
-  std::mutex segments_mutex_;  // guards slot_segments_: written by endpoints, read by any network poller
-  std::vector<slot_segment> slot_segments_;
-  struct net_return {  // a returned message or a get's answer, to send over the network
-    int peer;
-    net::message_header m;
-    uint32_t args[net::max_args];
-    std::vector<std::byte> data;  // a get's answer
-    uint32_t done = 0;            // payload bytes handed to the network so far
-  };
-  /// Fills r.m as a message of `kind` back to the sender of `m`, with its
-  /// handler, arguments and length.
-  static void answer(net_return& r, const net::message_header& m, const uint32_t* args, net::msg_kind kind) noexcept;
-  std::mutex net_returns_mutex_;
-  std::vector<net_return> net_returns_;
-  std::atomic<bool> has_net_work_{false};
+  // The transports: shared memory always; the network when some rank is on
+  // another node (or CLUMP_PROTOCOL=net). By rank: the one that reaches it.
+  std::unique_ptr<transport> shm_;
+  std::unique_ptr<net_transport> net_;
+  transport* polled_ = nullptr;
+  std::vector<transport*> via_;
 
   std::unique_ptr<std::atomic<bool>[]> dead_;  // by rank
   std::atomic<uint64_t> deaths_{0}, acknowledged_{0};

@@ -5,7 +5,7 @@
 #include <mutex>
 #include <vector>
 
-#include "am/net_bridge.hpp"
+#include "am/transport.hpp"
 #include "am/send.hpp"
 #include "core/log.hpp"
 #include "shm/queue_block.hpp"
@@ -139,49 +139,28 @@ bool return_once(am::process& proc, endpoint_impl* from, uint32_t from_id, uint6
                  const pending_return& r) noexcept {
   am::remote_endpoint* to = proc.remote(to_id);
   if (!to) return true;  // nowhere to send it; dropped (logged by the caller)
-  const uint64_t aux = returned_aux(r.reason, r.op);
   auto dropped = [&](const char* why) {
     core::log_warning("a message returned to rank %d (%s) was dropped: %s", to->rank, to_string(r.reason), why);
     return true;
   };
-  if (to->net) {
-    // Relaxed: what the sender told us of itself (net_bridge.cpp).
-    const uint64_t gen = to->peer_gen.load(std::memory_order_relaxed);
-    if (shm::gen32(gen) != r.to_gen) return dropped("its sender no longer exists");
-    status s;
-    if (from) {
-      s = send_net(*from, *to, packet_kind::returned, r.handler, r.args, r.nargs, nullptr, r.length, r.offset, aux,
-                   r.tag, when_full::give_up, shm::alive_state(gen));
-    } else {
-      net::message_header m{};
-      m.kind = static_cast<uint8_t>(packet_kind::returned);
-      m.handler = r.handler;
-      m.nargs = r.nargs;
-      m.src_slot = static_cast<uint8_t>(am::source_slot(from_id));
-      m.dst_slot = static_cast<uint8_t>(to->slot);
-      m.dst_gen = gen;
-      m.src_gen = from_gen;
-      m.tag = r.tag;
-      m.length = static_cast<uint32_t>(r.length);
-      m.offset = r.offset;
-      m.aux = aux;
-      uint32_t done = 0;
-      s = proc.net() ? proc.net()->send(to->rank, m, r.args, nullptr, done) : status::resource;
-    }
-    if (s == status::resource) return dropped("its process is unreachable");
-    return s != status::in_use;
-  }
-  // Relaxed: see queue_block.hpp. A sender that is gone gets nothing back.
-  const uint64_t state = to->view.header->state.load(std::memory_order_relaxed);
-  if (!shm::is_alive(state) || shm::gen32(shm::generation_of(state)) != r.to_gen ||
-      to->gone.load(std::memory_order_relaxed)) [[unlikely]]
+  // Relaxed: see remote_endpoint::gone. A sender that is gone gets nothing back.
+  if (to->gone.load(std::memory_order_relaxed)) [[unlikely]]
     return dropped("its sender no longer exists");
-  // The tag the message was sent with (returned packets are not tag-checked).
-  switch (inject(*to, true, from_id, shm::gen32(from_gen), packet_kind::returned, r.handler, r.args, r.nargs,
-                 static_cast<uint32_t>(r.length), r.offset, r.tag, aux, nullptr, 0, state)) {
-    case inject_result::sent: return true;
-    case inject_result::full: return false;
-    case inject_result::gone: break;
+  am::message m;
+  m.kind = packet_kind::returned;
+  m.handler = r.handler;
+  m.args = r.args;
+  m.nargs = r.nargs;
+  m.length = r.length;
+  m.offset = r.offset;
+  m.aux = returned_aux(r.reason, r.op);
+  m.tag = r.tag;  // the tag the message was sent with (returned messages are not tag-checked)
+  switch (to->via->send_returned(from, from_id, from_gen, *to, m, r.to_gen)) {
+    case am::returned_sent::sent: return true;
+    case am::returned_sent::full: return false;
+    case am::returned_sent::sender_gone: return dropped("its sender no longer exists");
+    case am::returned_sent::unreachable: return dropped("its process is unreachable");
+    case am::returned_sent::freed: break;
   }
   return dropped("its sender was freed meanwhile");
 }
@@ -240,14 +219,20 @@ const char* network_what(net::msg_kind k) noexcept {
 
 }  // namespace
 
-void refuse_from_network(am::process& p, int peer, const net::message_header& m, const uint32_t* args,
-                         return_reason why) noexcept {
+bool refuse_from_network(int peer, const net::message_header& m, return_reason why,
+                         net::message_header& back) noexcept {
   const auto kind = static_cast<net::msg_kind>(m.kind);
-  if (kind == net::msg_kind::returned)
+  if (kind == net::msg_kind::returned) {
     core::log_warning("a %s from rank %d to endpoint %u was dropped: %s", network_what(kind), peer, m.dst_slot,
                       to_string(why));
-  else
-    p.defer_net_return(peer, m, args, static_cast<uint8_t>(why));  // a request or a reply, as AM-2 says
+    return false;
+  }
+  // A request or a reply goes back, as AM-2 says.
+  back = net::back_to_sender(m, net::msg_kind::returned);
+  back.tag = m.tag;
+  back.offset = net::is_long(kind) || kind == net::msg_kind::get_request ? m.offset : 0;
+  back.aux = returned_aux(why, op_of(static_cast<shm::packet_kind>(m.kind)));
+  return true;
 }
 
 bool give_back_unreachable(am::process& p, int peer, const net::message_header& m, const uint32_t* args) noexcept {
@@ -267,21 +252,3 @@ bool give_back_unreachable(am::process& p, int peer, const net::message_header& 
 }
 
 }  // namespace clump::detail
-
-namespace clump::am {
-
-void process::defer_net_return(int peer, const net::message_header& m, const uint32_t* args, uint8_t reason) noexcept {
-  net_return r{};
-  r.peer = peer;
-  answer(r, m, args, net::msg_kind::returned);
-  r.m.tag = m.tag;
-  const auto kind = static_cast<net::msg_kind>(m.kind);
-  r.m.offset = net::is_long(kind) || kind == net::msg_kind::get_request ? m.offset : 0;
-  r.m.aux =
-      detail::returned_aux(static_cast<return_reason>(reason), detail::op_of(static_cast<shm::packet_kind>(m.kind)));
-  std::lock_guard lock(net_returns_mutex_);
-  net_returns_.push_back(std::move(r));
-  has_net_work_.store(true, std::memory_order_relaxed);
-}
-
-}  // namespace clump::am

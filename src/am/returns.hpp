@@ -14,6 +14,7 @@
 #include <atomic>
 
 #include "am/endpoint_impl.hpp"
+#include "net/wire.hpp"
 #include "shm/packet.hpp"
 
 namespace clump::detail {
@@ -69,11 +70,12 @@ void retry_orphans(am::process& proc) noexcept;
 extern std::atomic<bool> orphans_waiting;
 
 /// A message from the network refused as it arrives (no such endpoint, a
-/// bad tag or length), with the network's lock held: a request or a reply
-/// goes back over the network after the poll (process::defer_net_return,
-/// also here), a returned one is dropped with a warning.
-void refuse_from_network(am::process& p, int peer, const net::message_header& m, const uint32_t* args,
-                         return_reason why) noexcept;
+/// bad tag or length), with the network's lock held: true when it goes back
+/// to its sender (a request or a reply; `back` is the returned message's
+/// header, which the network transport sends after the poll), false when it
+/// is dropped with a warning (a returned message).
+bool refuse_from_network(int peer, const net::message_header& m, return_reason why,
+                         net::message_header& back) noexcept;
 /// A message we sent to `peer` that will never arrive (it is unreachable)
 /// comes back to its sender's handler 0; false when the sender's queue is
 /// full (the network offers it again).

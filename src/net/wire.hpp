@@ -117,6 +117,21 @@ struct message_header {
 };
 static_assert(sizeof(message_header) == 72);
 
+/// The header of a message of `kind` back to the sender of `m` (a returned
+/// message, a get's answer): slots swapped, to the sender's generation, with
+/// m's handler, argument count and length.
+inline message_header back_to_sender(const message_header& m, msg_kind kind) noexcept {
+  message_header r{};
+  r.kind = static_cast<uint8_t>(kind);
+  r.handler = m.handler;
+  r.nargs = m.nargs;
+  r.src_slot = m.dst_slot;
+  r.dst_slot = m.src_slot;
+  r.dst_gen = m.src_gen;
+  r.length = m.length;
+  return r;
+}
+
 inline constexpr unsigned max_args = 20;
 /// Bytes of headers before the arguments of a data datagram.
 inline constexpr size_t data_header_bytes = sizeof(datagram_header) + sizeof(message_header);

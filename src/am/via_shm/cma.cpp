@@ -1,4 +1,4 @@
-#include "am/cma.hpp"
+#include "am/via_shm/cma.hpp"
 
 #include <sys/uio.h>
 

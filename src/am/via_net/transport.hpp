@@ -1,0 +1,90 @@
+#pragma once
+// The network transport: active messages to ranks on other nodes, through
+// the network protocol (src/net: windows, acknowledgements, retransmission,
+// liveness, authentication) over any datagram link (UDP, libfabric). What
+// arrives is put into the receiving endpoint's queues (detail::inject), so
+// one dispatch serves both transports, and the protocol never runs a handler.
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "am/transport.hpp"
+#include "core/settings.hpp"
+#include "net/network.hpp"
+
+namespace clump::am {
+
+class process;
+
+class net_transport final : public transport {
+ public:
+  /// Opens the network's link (before the job is joined: its address travels
+  /// with the rendezvous). Throws clump::error.
+  net_transport(process& p, const core::config& cfg, int rank_hint);
+  ~net_transport() override;
+
+  /// This process's address, for the job's rendezvous.
+  std::vector<std::byte> address_blob() const { return net_->address_blob(); }
+  /// Starts talking to the job: `addresses[r]` is rank r's blob (empty for
+  /// ranks of this node).
+  void start(uint64_t job, int rank, std::span<const std::vector<std::byte>> addresses, std::span<const std::byte> key);
+  net::network& network() noexcept { return *net_; }
+
+  bool may_exist(int rank, uint32_t slot) const noexcept override;
+  std::unique_ptr<remote_endpoint> reach(int rank, uint32_t slot) noexcept override;
+  void describe(const remote_endpoint& to, tag_t& tag, uint64_t& state) const noexcept override;
+  sent send(detail::endpoint_impl& from, remote_endpoint& to, const message& m, detail::when_full policy,
+            uint64_t expect) noexcept override;
+  returned_sent send_returned(detail::endpoint_impl* from, uint32_t from_id, uint64_t from_gen, remote_endpoint& to,
+                              const message& m, uint32_t to_gen) noexcept override;
+  unsigned progress(adaptive_poller& poller) noexcept override;
+  unsigned poll() noexcept override;
+  void before_sleep() noexcept override { net_->arm(); }
+  void after_sleep() noexcept override { net_->disarm(); }
+  void segment_changed(uint32_t slot, std::byte* base, size_t length) noexcept override;
+  void peer_gone(int rank) noexcept override { net_->peer_gone(rank); }
+  void leave(std::chrono::milliseconds d) noexcept override;
+
+ private:
+  class sink;
+  /// Copies into slot's segment at [offset, offset + n) when [offset, offset +
+  /// whole) lies inside it; false otherwise.
+  bool write_segment(uint32_t slot, uint64_t offset, size_t whole, size_t at, const std::byte* data, size_t n) noexcept;
+  /// Queues a message back over the network, sent after the poll (the
+  /// network's lock is held while it delivers).
+  void defer(int peer, const net::message_header& m, const uint32_t* args) noexcept;
+  /// Answers get request `m` at once from our segment, without waiting for a
+  /// poll (CLUMP_PROGRESS=thread); false when it does not fit the segment
+  /// (it then takes the normal path and comes back).
+  bool serve_get(int peer, const net::message_header& m, const uint32_t* args) noexcept;
+  /// Sends what the network's deliveries left to send (returns, get answers).
+  void send_deferred() noexcept;
+
+  process& p_;
+  std::unique_ptr<net::network> net_;
+  std::unique_ptr<sink> sink_;
+  // Where a long message from the network lands: the segment of each local
+  // endpoint slot, kept here because the network may deliver from any thread.
+  struct slot_segment {
+    std::byte* base = nullptr;
+    size_t length = 0;
+  };
+  std::mutex segments_mutex_;  // guards slot_segments_: written by endpoints, read by any network poller
+  std::vector<slot_segment> slot_segments_;
+  struct deferred {  // a returned message or a get's answer, to send over the network
+    int peer;
+    net::message_header m;
+    uint32_t args[net::max_args];
+    std::vector<std::byte> data;  // a get's answer
+    uint32_t done = 0;            // payload bytes handed to the network so far
+  };
+  std::mutex deferred_mutex_;
+  std::vector<deferred> deferred_;
+  std::atomic<bool> has_deferred_{false};
+};
+
+}  // namespace clump::am
