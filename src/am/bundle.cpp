@@ -61,7 +61,7 @@ unsigned bundle::poll_endpoints() noexcept {
   // The network first (what it delivers lands in the queues polled below),
   // but only as often as the adaptive poller says.
   if (am::transport* t = impl_->proc->polled()) [[unlikely]]
-    t->progress(impl_->net_poller);
+    if (t->rang() || impl_->net_poller.due()) t->progress(impl_->net_poller);
   // send-stage: poll
   for (endpoint_impl* e : l->eps) {
     // Look at the two heads here, inline: an empty poll is then a few loads.
@@ -78,7 +78,6 @@ unsigned bundle::poll_endpoints() noexcept {
     retry_orphans(*impl_->proc);  // returns a freed endpoint left behind
   return n;
 }
-
 
 std::chrono::microseconds bundle::spin_time() noexcept {
   return std::chrono::microseconds(core::settings().spin_before_sleep_us);

@@ -167,7 +167,8 @@ inline const uint32_t* gather_args(const shm::packet& p, const shape& sh, uint32
                                                     const shm::packet_extra& x, uint32_t last) noexcept {
   const int from = am::source_rank(p.source);
   const am::remote_endpoint* sender = e.proc->remote(p.source);
-  if (!sender || sender->kind != am::transport_kind::shm) return 0;  // refused as from an unknown endpoint already (reject)
+  // Not a shared-memory sender: refused as from an unknown endpoint already (reject).
+  if (!sender || sender->kind != am::transport_kind::shm) return 0;
   // The sender writes this word; nothing else of the packet changes.
   auto& word = const_cast<std::atomic<uint32_t>&>(x.shared);
   std::chrono::steady_clock::time_point give_up{};
@@ -452,7 +453,7 @@ void drain_freed(endpoint_impl& e) noexcept {
     std::atomic<uint64_t>& head_word = which ? e.reply_head : e.request_head;
     uint64_t head = head_word.load(std::memory_order_relaxed);
     // seq_cst, after the seq_cst store that marked the endpoint dead: the
-    // owner's half of the handshake in send.cpp's try_enqueue. Every claim
+    // owner's half of the handshake in via_shm/send.cpp's try_enqueue. Every claim
     // this load misses sees the endpoint dead and returns its message itself.
     const uint32_t end = shm::line_index(q.control->tail.load(std::memory_order_seq_cst));
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);

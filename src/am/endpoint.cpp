@@ -1,5 +1,6 @@
 // Endpoint setup: allocation, names, tags, translation table, segment,
-// handler table, statistics. The data path is in send.cpp and dispatch.cpp.
+// handler table, statistics. The data path is in send.cpp, the transports
+// (via_shm, via_net) and dispatch.cpp.
 
 #include <sched.h>
 
@@ -94,7 +95,7 @@ endpoint::~endpoint() {
   e.proc->segment_changed(e.slot, nullptr, 0);  // no fragment from the network lands any more
   // Dead, from here on: senders that claim from now see it and return their
   // messages themselves; what is already in the queues goes back now.
-  // seq_cst: the owner's half of the handshake in send.cpp's try_enqueue.
+  // seq_cst: the owner's half of the handshake in via_shm/send.cpp's try_enqueue.
   e.own.header->state.store(e.generation << 1, std::memory_order_seq_cst);
   drain_freed(e);
   // The returns the drain could not send at once (a full queue) outlive the

@@ -146,8 +146,8 @@ static am::remote_endpoint* deliverable(endpoint_impl& e, const translation& t, 
   // Relaxed: see queue_block.hpp and remote_endpoint::gone.
   const bool gone = to->gone.load(std::memory_order_relaxed);
   // Over the network the destination checks its state itself, on arrival.
-  if (gone || (to->kind == am::transport_kind::shm && to->view.header->state.load(std::memory_order_relaxed) != t.state))
-      [[unlikely]] {
+  const bool by_shm = to->kind == am::transport_kind::shm;
+  if (gone || (by_shm && to->view.header->state.load(std::memory_order_relaxed) != t.state)) [[unlikely]] {
     return_locally(e, gone ? return_reason::unreachable : return_reason::bad_endpoint, op, h, args, nargs, length,
                    offset, t.name, t.tag);
     return nullptr;
@@ -233,13 +233,14 @@ status token_base::reply_raw(message_kind kind, handler_index h, const uint32_t*
   am::remote_endpoint* to = ep_->proc->remote(source_);
   if (!to) [[unlikely]]
     return misuse("reply: the requester is not known in this job");
-  // Relaxed: the requester's tag and state, read from its queue block (see
-  // queue_block.hpp), or what it said of itself over the network. The reply
-  // goes to the very endpoint that sent the request: one freed since (or
-  // replaced in its slot) gets nothing.
+  // The requester's tag and state, read from its queue block (inline: the
+  // hot path), or what it said of itself over the network. The reply goes to
+  // the very endpoint that sent the request: one freed since (or replaced in
+  // its slot) gets nothing.
   tag_t tag = 0;
   uint64_t state = 0;
-  to->via->describe(*to, tag, state);
+  if (to->kind == am::transport_kind::shm) describe_shm(*to, tag, state);
+  else to->via->describe(*to, tag, state);
   if (!shm::is_alive(state) || shm::gen32(shm::generation_of(state)) != source_gen_) [[unlikely]] {
     // The requester was freed: the reply comes back to our handler 0.
     const message_op op = kind == message_kind::short_message ? message_op::reply

@@ -16,6 +16,7 @@
 // tests the one byte remote_endpoint::kind and calls the shared-memory
 // transport's inline send (via_shm/short.hpp), as it tested `net` before.
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -114,8 +115,15 @@ class transport {
                                       remote_endpoint& to, const message& m, uint32_t to_gen) noexcept = 0;
 
   // ---- progress (a transport with a receive path of its own) -----------
-  /// Receives what came in (into the endpoints' queues) when `poller` says
-  /// it is time, or the transport's doorbell rang; returns what it found.
+  /// True when the transport's doorbell rang while it was watched (it asks
+  /// for a poll now, whatever the poller says). Inline: a bundle tests it on
+  /// every poll, before it calls progress().
+  bool rang() const noexcept {
+    // Relaxed and acquire: as net::network::watching() and rung().
+    return watching_ && watching_->load(std::memory_order_relaxed) && rung_->load(std::memory_order_acquire);
+  }
+  /// Receives what came in (into the endpoints' queues), when rang() or
+  /// `poller` says it is due; tells the poller what it found. Returns that.
   virtual unsigned progress(adaptive_poller& /*poller*/) noexcept { return 0; }
   /// Receives now; returns what it found.
   virtual unsigned poll() noexcept { return 0; }
@@ -131,8 +139,17 @@ class transport {
   /// A normal exit: lets what is in flight arrive, for at most `d`.
   virtual void leave(std::chrono::milliseconds /*d*/) noexcept {}
 
+ protected:
+  /// A transport with a doorbell: the flags rang() tests.
+  void set_doorbell(const std::atomic<bool>& watching, const std::atomic<bool>& rung) noexcept {
+    watching_ = &watching;
+    rung_ = &rung;
+  }
+
  private:
   transport_kind kind_;
+  const std::atomic<bool>* watching_ = nullptr;
+  const std::atomic<bool>* rung_ = nullptr;
 };
 
 }  // namespace clump::am

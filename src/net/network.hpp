@@ -154,6 +154,9 @@ class network {
   void unwatch() noexcept { watching_.store(false, std::memory_order_relaxed); }
   bool watching() const noexcept { return watching_.load(std::memory_order_relaxed); }
   bool rung() const noexcept { return doorbell_.load(std::memory_order_acquire); }
+  /// The two flags themselves, for a poller that tests them inline.
+  const std::atomic<bool>& watching_flag() const noexcept { return watching_; }
+  const std::atomic<bool>& doorbell_flag() const noexcept { return doorbell_; }
 
   statistics stats() const noexcept;
   /// Writes the windows of every peer to stderr (for debugging: call it from gdb).

@@ -414,7 +414,8 @@ int scenario_garbage(clump::runtime& rt, int count) {
     clump::am::process& proc = clump::am::process::get();
     const clump::endpoint_name victim = ep.translation_name(1);
     clump::am::remote_endpoint* to = proc.remote(clump::am::source_id(1, victim.slot));
-    CHECK(to && to->kind == clump::am::transport_kind::shm, "rank 1 is not reached through shared memory: run on one node");
+    CHECK(to && to->kind == clump::am::transport_kind::shm,
+          "rank 1 is not reached through shared memory: run on one node");
     if (!to || to->kind != clump::am::transport_kind::shm) return failures;
     const clump::tag_t real_tag = ep.translation_tag(1);
     random64 rnd(0x5eed);

@@ -88,7 +88,9 @@ class net_transport::sink final : public net::sink {
 net_transport::net_transport(process& p, const core::config& cfg, int rank_hint)
     : transport(transport_kind::net), p_(p),
       net_(std::make_unique<net::network>(cfg, rank_hint, net::open_link(cfg))),
-      sink_(std::make_unique<sink>(*this)), slot_segments_(cfg.max_endpoints) {}
+      sink_(std::make_unique<sink>(*this)), slot_segments_(cfg.max_endpoints) {
+  set_doorbell(net_->watching_flag(), net_->doorbell_flag());
+}
 
 net_transport::~net_transport() = default;
 
@@ -208,8 +210,6 @@ returned_sent net_transport::send_returned(detail::endpoint_impl* from, uint32_t
 
 // send-stage: netpoll, callees too
 unsigned net_transport::progress(adaptive_poller& poller) noexcept {
-  // Only as often as the adaptive poller says, or when the doorbell rang.
-  if (!(net_->watching() && net_->rung()) && !poller.due()) return 0;
   const unsigned found = poll();
   poller.found(found);
   if (found)

@@ -2,7 +2,7 @@
 // Cross-memory attach (process_vm_writev/readv): one copy, by the kernel,
 // between this process and another one of the node. Long messages into a
 // segment in a process's own memory (AM_SetSeg with malloc'd memory) use it;
-// the send and dispatch paths both do (send.cpp, dispatch.cpp).
+// the send and dispatch paths both do (via_shm/send.cpp, dispatch.cpp).
 
 #include <sys/types.h>
 

@@ -51,7 +51,9 @@ struct outgoing {
   mutable uint32_t line = 0;        // into another process: the first line claimed
 };
 
-[[gnu::cold]] bool owner_alive(am::process& proc, am::remote_endpoint& to) noexcept { return !proc.rank_failed(to.rank); }
+[[gnu::cold]] bool owner_alive(am::process& proc, am::remote_endpoint& to) noexcept {
+  return !proc.rank_failed(to.rank);
+}
 /// Whether a sender waiting for `to` looks whether its process is still
 /// there in this round of waiting (from round 64, when waits yield the core).
 inline bool time_to_look(unsigned round) noexcept { return round >= 64 && (round & 15) == 0; }

@@ -13,6 +13,14 @@
 
 namespace clump::detail {
 
+/// The tag and state of `to`, an endpoint of this node, as its queue block
+/// says now (shm_transport::describe, inline for the reply path).
+inline void describe_shm(const am::remote_endpoint& to, tag_t& tag, uint64_t& state) noexcept {
+  // Relaxed: the owner's fields, as they are now (see queue_block.hpp).
+  tag = to.view.header->tag.load(std::memory_order_relaxed);
+  state = to.view.header->state.load(std::memory_order_relaxed);
+}
+
 // send-stage: checks (the markers split the short send into the stages of the
 // SC97 paper's Figure 4 for bench/send-breakdown; comments only)
 /// The common case in one piece: a short message of at most 8 words to a

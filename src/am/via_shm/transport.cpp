@@ -2,6 +2,7 @@
 
 #include "am/process.hpp"
 #include "am/send.hpp"
+#include "am/via_shm/short.hpp"
 #include "shm/queue.hpp"
 #include "shm/wake.hpp"
 
@@ -31,9 +32,7 @@ std::unique_ptr<remote_endpoint> shm_transport::reach(int rank, uint32_t slot) n
 }
 
 void shm_transport::describe(const remote_endpoint& to, tag_t& tag, uint64_t& state) const noexcept {
-  // Relaxed: the owner's fields, as they are now (see queue_block.hpp).
-  tag = to.view.header->tag.load(std::memory_order_relaxed);
-  state = to.view.header->state.load(std::memory_order_relaxed);
+  detail::describe_shm(to, tag, state);
 }
 
 std::span<std::byte> shm_transport::mapped_segment(const remote_endpoint& to) const noexcept {
