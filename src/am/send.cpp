@@ -1,24 +1,13 @@
 #include "am/send.hpp"
 
 #include <sched.h>
-#include <signal.h>
 
-#include <cerrno>
-
-#include <algorithm>
 #include <atomic>
-#include <cstring>
-#include <mutex>
-#include <vector>
 
 #include "am/returns.hpp"
 #include "am/via_shm/short.hpp"
 #include "core/log.hpp"
-#include "core/settings.hpp"
-#include "core/tsan.hpp"
 #include "shm/queue.hpp"
-#include "shm/region.hpp"
-#include "shm/wake.hpp"
 
 namespace clump::detail {
 

@@ -5,7 +5,6 @@
 // memory (cma.hpp), or through the ring in pieces.
 
 #include <sched.h>
-#include <signal.h>
 
 #include <cerrno>
 
