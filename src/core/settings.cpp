@@ -177,6 +177,14 @@ const setting_def& find(const char* name) {
   fatal("internal: setting %s is not registered", name);  // a bug in clump: abort
 }
 
+/// Whether the environment sets registered setting `name` (to anything but
+/// the empty string, which means its default).
+bool given(const char* name) {
+  find(name);
+  const char* v = std::getenv(name);
+  return v && *v;
+}
+
 std::string raw(const char* name) {
   const char* v = std::getenv(name);
   return v && *v ? std::string(v) : std::string(find(name).default_value);
@@ -297,8 +305,7 @@ config parse() {
   }
   c.ofi_domain = raw("CLUMP_OFI_DOMAIN");
   c.ofi_mtu = size("CLUMP_OFI_MTU", 512, 16 * mib);
-  const char* ofi_mtu = std::getenv("CLUMP_OFI_MTU");
-  c.ofi_mtu_chosen = ofi_mtu && *ofi_mtu;
+  c.ofi_mtu_chosen = given("CLUMP_OFI_MTU");
   const std::string auth = raw("CLUMP_NET_AUTH");
   if (auth == "auto") c.net_auth = 0;
   else if (auth == "on") c.net_auth = 1;

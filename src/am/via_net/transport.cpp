@@ -120,26 +120,34 @@ void net_transport::describe(const remote_endpoint& to, tag_t& tag, uint64_t& st
 
 namespace {
 
+/// The protocol's header of message `m` from endpoint slot `src_slot`
+/// (generation `src_gen`) to `to` (meant with generation `dst_gen`).
+net::message_header header_of(const message& m, uint32_t src_slot, uint64_t src_gen, const remote_endpoint& to,
+                              uint64_t dst_gen) noexcept {
+  net::message_header h{};
+  h.kind = static_cast<uint8_t>(m.kind);
+  h.handler = m.handler;
+  h.nargs = static_cast<uint8_t>(m.nargs);
+  h.src_slot = static_cast<uint8_t>(src_slot);
+  h.dst_slot = static_cast<uint8_t>(to.slot);
+  h.dst_gen = dst_gen;
+  h.src_gen = src_gen;
+  h.tag = m.tag;
+  h.length = static_cast<uint32_t>(m.length);
+  h.offset = m.offset;
+  h.aux = m.aux;
+  return h;
+}
+
 /// Sends message `m` as endpoint `from` to `to` over `net`, waiting for
 /// window room as `policy` says. ok, in_use (give_up and nothing sent), or
 /// resource (the destination's process is unreachable; `to` is marked gone).
 status send_net(net::network& net, detail::endpoint_impl& from, remote_endpoint& to, const message& msg,
                 detail::when_full policy, uint64_t expect) noexcept {
   using detail::when_full;
-  net::message_header m{};
-  m.kind = static_cast<uint8_t>(msg.kind);
-  m.handler = msg.handler;
-  m.nargs = static_cast<uint8_t>(msg.nargs);
-  m.src_slot = static_cast<uint8_t>(from.slot);
-  m.dst_slot = static_cast<uint8_t>(to.slot);
-  m.dst_gen = shm::generation_of(expect);
-  m.src_gen = from.generation;
+  net::message_header m = header_of(msg, from.slot, from.generation, to, shm::generation_of(expect));
   // Relaxed: our own endpoint's tag, written by this process.
   m.src_tag = from.own.header->tag.load(std::memory_order_relaxed);
-  m.tag = msg.tag;
-  m.length = static_cast<uint32_t>(msg.length);
-  m.offset = msg.offset;
-  m.aux = msg.aux;
   uint32_t done = 0;
   // A big payload of a blocking send is lent to the network rather than
   // copied into its retransmission buffers; the call then returns once the
@@ -189,18 +197,7 @@ returned_sent net_transport::send_returned(detail::endpoint_impl* from, uint32_t
     s = send_net(*net_, *from, to, m, detail::when_full::give_up, shm::alive_state(gen));
   } else {
     // Its endpoint was freed since: sent as it, without it.
-    net::message_header h{};
-    h.kind = static_cast<uint8_t>(m.kind);
-    h.handler = m.handler;
-    h.nargs = static_cast<uint8_t>(m.nargs);
-    h.src_slot = static_cast<uint8_t>(source_slot(from_id));
-    h.dst_slot = static_cast<uint8_t>(to.slot);
-    h.dst_gen = gen;
-    h.src_gen = from_gen;
-    h.tag = m.tag;
-    h.length = static_cast<uint32_t>(m.length);
-    h.offset = m.offset;
-    h.aux = m.aux;
+    net::message_header h = header_of(m, source_slot(from_id), from_gen, to, gen);
     uint32_t done = 0;
     s = net_->send(to.rank, h, m.args, nullptr, done);
   }
@@ -237,11 +234,13 @@ bool net_transport::write_segment(uint32_t slot, uint64_t offset, size_t whole, 
   return true;
 }
 
-void net_transport::defer(int peer, const net::message_header& m, const uint32_t* args) noexcept {
+void net_transport::defer(int peer, const net::message_header& m, const uint32_t* args,
+                          std::vector<std::byte> data) noexcept {
   deferred d{};
   d.peer = peer;
   d.m = m;
   std::memcpy(d.args, args, 4u * std::min<unsigned>(m.nargs, net::max_args));
+  d.data = std::move(data);
   std::lock_guard lock(deferred_mutex_);
   deferred_.push_back(std::move(d));
   has_deferred_.store(true, std::memory_order_relaxed);
@@ -251,23 +250,19 @@ bool net_transport::serve_get(int peer, const net::message_header& m, const uint
   // The answer of a get is a long reply with the bytes of our segment; the
   // requester's handler runs when it arrives. Copied now (the segment lock
   // cannot be held while sending: the network takes it under its own lock).
-  deferred d{};
-  d.peer = peer;
+  std::vector<std::byte> data;
   {
     std::lock_guard lock(segments_mutex_);
     if (m.dst_slot >= slot_segments_.size()) return false;
     const slot_segment& s = slot_segments_[m.dst_slot];
     if (!s.base || m.offset > s.length || m.length > s.length - m.offset) return false;
-    d.data.assign(s.base + m.offset, s.base + m.offset + m.length);
+    data.assign(s.base + m.offset, s.base + m.offset + m.length);
   }
-  d.m = net::back_to_sender(m, msg_kind::long_reply);
-  d.m.src_gen = m.dst_gen;
-  d.m.tag = m.src_tag;
-  d.m.offset = m.aux;  // where the requester wants the bytes
-  std::memcpy(d.args, args, 4u * std::min<unsigned>(m.nargs, net::max_args));
-  std::lock_guard lock(deferred_mutex_);
-  deferred_.push_back(std::move(d));
-  has_deferred_.store(true, std::memory_order_relaxed);
+  net::message_header answer = net::back_to_sender(m, msg_kind::long_reply);
+  answer.src_gen = m.dst_gen;
+  answer.tag = m.src_tag;
+  answer.offset = m.aux;  // where the requester wants the bytes
+  defer(peer, answer, args, std::move(data));
   return true;
 }
 

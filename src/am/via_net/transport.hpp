@@ -54,9 +54,10 @@ class net_transport final : public transport {
   /// Copies into slot's segment at [offset, offset + n) when [offset, offset +
   /// whole) lies inside it; false otherwise.
   bool write_segment(uint32_t slot, uint64_t offset, size_t whole, size_t at, const std::byte* data, size_t n) noexcept;
-  /// Queues a message back over the network, sent after the poll (the
-  /// network's lock is held while it delivers).
-  void defer(int peer, const net::message_header& m, const uint32_t* args) noexcept;
+  /// Queues a message back over the network (with `data`, a get's answer),
+  /// sent after the poll (the network's lock is held while it delivers).
+  void defer(int peer, const net::message_header& m, const uint32_t* args,
+             std::vector<std::byte> data = {}) noexcept;
   /// Answers get request `m` at once from our segment, without waiting for a
   /// poll (CLUMP_PROGRESS=thread); false when it does not fit the segment
   /// (it then takes the normal path and comes back).
@@ -84,7 +85,7 @@ class net_transport final : public transport {
   };
   std::mutex deferred_mutex_;
   std::vector<deferred> deferred_;
-  std::atomic<bool> has_deferred_{false};
+  std::atomic<bool> has_deferred_{false};  // relaxed: a hint; the list is read under its mutex
 };
 
 }  // namespace clump::am
