@@ -122,6 +122,13 @@ const setting_def registry[] = {
      "use the same. Unset, udp;ofi_rxd takes CLUMP_NET_MTU (it cuts datagrams into UDP packets itself, and was "
      "slower with large ones)",
      false},
+    {"CLUMP_OFI_RMA_MIN", setting_type::size, "64K",
+     "with CLUMP_NET=ofi and a provider that offers RMA: a blocking long message of at least this many bytes is "
+     "not cut into datagrams; its destination checks it, then reads the payload from the sender's buffer "
+     "straight into its segment (one fi_read), and the call returns once that is done (it waits for the "
+     "destination to poll, as CLUMP_NET_LEND does). Not in a job that authenticates (CLUMP_NET_AUTH: the bytes "
+     "read would not be checked), nor under CLUMP_NET_FAULT; 0: never",
+     false},
     {"CLUMP_NET_AUTH", setting_type::string, "auto",
      "authenticate every datagram of the job with a key only its processes hold (a MAC and a replay window: "
      "nobody without the key can inject or replay one): auto (when the job spans hosts), on (emulated nodes too), "
@@ -306,6 +313,7 @@ config parse() {
   c.ofi_domain = raw("CLUMP_OFI_DOMAIN");
   c.ofi_mtu = size("CLUMP_OFI_MTU", 512, 16 * mib);
   c.ofi_mtu_chosen = given("CLUMP_OFI_MTU");
+  c.ofi_read_min = size("CLUMP_OFI_RMA_MIN", 0, 4 * gib);
   const std::string auth = raw("CLUMP_NET_AUTH");
   if (auth == "auto") c.net_auth = 0;
   else if (auth == "on") c.net_auth = 1;

@@ -70,6 +70,14 @@ class fault_link final : public link {
   // It loses datagrams on purpose: gaps must be repaired as over UDP.
   bool reliable() const noexcept override { return false; }
   const link_counters& counters() const noexcept override;
+  // It sends no payload by a read (its faults are the datagrams'), but reads
+  // what a peer without faults exposes to it.
+  bool expose(const std::byte* p, size_t n, exposure& e) noexcept override { return inner_->expose(p, n, e); }
+  void conceal(exposure& e) noexcept override { inner_->conceal(e); }
+  status read(int rank, std::byte* to, size_t n, uint64_t addr, uint64_t key, uint64_t id) noexcept override {
+    return inner_->read(rank, to, n, addr, key, id);
+  }
+  unsigned reads_done(on_read f, void* context) noexcept override { return inner_->reads_done(f, context); }
 
  private:
   struct held {

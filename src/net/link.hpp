@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <clump/status.hpp>
+
 #include "core/settings.hpp"
 
 namespace clump::net {
@@ -100,6 +102,36 @@ class link {
   virtual bool reliable() const noexcept { return false; }
 
   virtual const link_counters& counters() const noexcept = 0;
+
+  // ---- Reads of a peer's memory (RMA), for a link whose provider offers them ----
+  // A long message's payload then stays at the sender, exposed to its
+  // destination, and the receiver reads it straight into the segment once it
+  // has checked the message (docs/net-protocol.md, "Long messages by reads").
+
+  /// The largest read it makes in one piece; 0: it makes none.
+  virtual size_t max_read() const noexcept { return 0; }
+  /// What a peer needs to read memory this process exposed (it travels in
+  /// the message's datagram).
+  struct exposure {
+    uint64_t addr = 0, key = 0;
+    void* handle = nullptr;  // the link's own, for conceal()
+  };
+  /// Lets peers read [p, p + n) until conceal(e). False: not now (the
+  /// caller sends the bytes in datagrams instead).
+  virtual bool expose(const std::byte* /*p*/, size_t /*n*/, exposure& /*e*/) noexcept { return false; }
+  /// Ends an exposure: a peer's read of it fails from now on.
+  virtual void conceal(exposure& /*e*/) noexcept {}
+  /// Starts reading `n` bytes that rank `rank` exposed at (addr, key) into
+  /// `to`; its end is reported by reads_done() with `id`. ok; in_use: not
+  /// now, try again later; anything else: it cannot be read.
+  virtual status read(int /*rank*/, std::byte* /*to*/, size_t /*n*/, uint64_t /*addr*/, uint64_t /*key*/,
+                      uint64_t /*id*/) noexcept {
+    return status::resource;
+  }
+  using on_read = void (*)(void* context, uint64_t id, bool ok);
+  /// Reports the reads that ended since it was last called (their ids and
+  /// whether the bytes arrived); returns how many.
+  virtual unsigned reads_done(on_read /*f*/, void* /*context*/) noexcept { return 0; }
 };
 
 /// A kind of link that a folder beside src/net offers (src/ofi: "ofi"),

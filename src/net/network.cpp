@@ -32,9 +32,15 @@ constexpr auto absent_after = std::chrono::milliseconds(2);
 
 double micros(clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
-/// The last datagram of a message of several.
-bool ends_fragmented_message(const decoded& d) noexcept {
-  return d.m.frag_offset > 0 && d.m.frag_offset + d.payload_bytes == d.m.length;
+/// A datagram whose delivery its sender may be waiting to hear of, to reuse
+/// a lent payload: the last of a message of several, or a message by a read.
+bool sender_waits(const decoded& d) noexcept {
+  return d.m.how == how_read || (d.m.frag_offset > 0 && d.m.frag_offset + d.payload_bytes == d.m.length);
+}
+
+/// A read's id (link::read): the channel whose head message it is for.
+uint64_t read_id(int rank, unsigned channel) noexcept {
+  return static_cast<uint64_t>(rank) * channel_count + channel;
 }
 }  // namespace
 
@@ -48,6 +54,7 @@ struct network::send_entry {
   uint32_t transmissions = 0;
   bool held = false;           // the receiver holds it (selective ack): probed, not resent
   bool last_fragment = false;  // the message's final fragment: stands for the message if it comes back
+  link::exposure exposed;      // a message by a read: its payload, exposed until acknowledged
   auth_trailer trailer;        // CLUMP_NET_AUTH, lent payload: signed anew at every transmission (the acks change)
   uint64_t queued_in = ~uint64_t{0};  // the socket's batch it waits in, if it waits (see transmit)
 };
@@ -66,7 +73,12 @@ struct network::recv_channel {
   std::vector<std::byte> held[ring_size];  // datagrams next .. next + 63 that arrived early or stalled
   clock::time_point arrived[ring_size];    // when each held datagram arrived
   clock::time_point last_arrival;          // when datagram next - 1 arrived (for the ack's delay_us)
-  bool stalled = false;                    // the datagram at `next` is held: the am layer had no room
+  bool stalled = false;                    // the datagram at `next` is held: the am layer had no room, or it is read
+  /// The message at `next` when it comes by a read: its payload being read,
+  /// read, or not to be had; read_m is that message (its destination stays
+  /// in place until the read ends, even if its sender is declared gone).
+  enum class read_phase : uint8_t { none, reading, arrived, failed } reading = read_phase::none;
+  message_header read_m{};
   struct assembly {
     uint32_t msg_id;
     std::vector<std::byte> data;
@@ -164,6 +176,10 @@ void network::start(uint64_t job, int rank, std::span<const std::vector<std::byt
     trailer_ = sizeof(auth_trailer);
     flags_ = flag_auth;
   }
+  // Long payloads by reads: only where the link reads, and not in a job that
+  // authenticates (the bytes read would not be checked by the tags).
+  if (cfg_.ofi_read_min && !auth_ && link_->max_read())
+    read_from_ = std::max<size_t>(cfg_.ofi_read_min, sizeof(read_source));
   // Only the addresses now: a peer's state is made when messages first
   // flow to or from it, so that a peer never talked to costs 8 + 24 bytes.
   peers_.resize(addresses.size());
@@ -217,6 +233,8 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
   send_channel& sc = p.out[static_cast<unsigned>(ch)];
   const bool payload = carries_payload(kind);
   const size_t room = fragment_room(on_link([](auto& l) { return l.max_datagram(); }), m.nargs) - trailer_;
+  // A lent long payload the link can read whole: one datagram that says where it is.
+  bool by_read = until && done == 0 && is_long(kind) && m.length >= read_from_ && m.length <= link_->max_read();
   const auto now = clock::now();
   status result = status::ok;
   do {
@@ -225,11 +243,18 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
       break;
     }
     if (sc.in_flight() == 0) p.heard = std::max(p.heard, now);  // the retry budget starts now
+    link::exposure exposed;
+    read_source source{};
+    // (Not exposed, the payload goes in datagrams after all.)
+    if (by_read && !link_->expose(static_cast<const std::byte*>(data), m.length, exposed)) by_read = false;
+    if (by_read) source = {exposed.addr, exposed.key};
     const uint32_t seq = sc.next_seq++;
     if (done == 0) m.msg_id = seq;
-    const size_t n = payload ? std::min<size_t>(room, m.length - done) : 0;
+    const size_t n = by_read ? sizeof source : payload ? std::min<size_t>(room, m.length - done) : 0;
+    const std::byte* bytes = by_read ? reinterpret_cast<const std::byte*>(&source)
+                                     : static_cast<const std::byte*>(data) + done;
     send_entry& e = sc.at(seq);
-    const bool lend = until && n;
+    const bool lend = until && n && !by_read;
     e.bytes.resize(data_header_bytes + 4u * m.nargs + (lend ? 0 : n + trailer_));
     datagram_header h{};
     h.magic = wire_magic;
@@ -243,15 +268,18 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
     h.seq = seq;
     std::memcpy(e.bytes.data(), &h, sizeof h);
     m.frag_offset = done;
+    m.how = by_read ? how_read : 0;
     std::memcpy(e.bytes.data() + sizeof h, &m, sizeof m);
     if (m.nargs) std::memcpy(e.bytes.data() + data_header_bytes, args, 4u * m.nargs);
-    e.lent = lend ? static_cast<const std::byte*>(data) + done : nullptr;
+    e.lent = lend ? bytes : nullptr;
     e.lent_bytes = e.lent ? n : 0;
-    if (n && !lend) std::memcpy(e.bytes.data() + data_header_bytes + 4u * m.nargs, static_cast<const std::byte*>(data) + done, n);
+    if (n && !lend) std::memcpy(e.bytes.data() + data_header_bytes + 4u * m.nargs, bytes, n);
+    e.exposed = exposed;
     e.first_sent = now;
     e.transmissions = 0;
     e.held = false;
-    done += static_cast<uint32_t>(n);
+    done += static_cast<uint32_t>(by_read ? m.length : n);
+    sent_by_read_ += by_read;
     e.last_fragment = !payload || done == m.length;
     transmit(p, peer, e, now);
     if (e.last_fragment) {
@@ -396,6 +424,12 @@ unsigned network::poll_locked(clock::time_point now) noexcept {
             c->self->on_datagram(bytes, n, from, c->now);
           },
           &c);
+      link_->reads_done(
+          [](void* v, uint64_t id, bool ok) {
+            auto* c = static_cast<context*>(v);
+            c->self->read_done(id, ok, c->now);
+          },
+          &c);
     }
     if (got < 32) break;
   }
@@ -509,7 +543,12 @@ void network::on_acks(peer_state& p, int rank, const datagram_header& h, clock::
           p.srtt_us = 0.875 * p.srtt_us + 0.125 * sample;
         }
       }
-      for (uint32_t s = sc.acked; s != a; ++s) sc.at(s).transmissions = 0;
+      for (uint32_t s = sc.acked; s != a; ++s) {
+        send_entry& done = sc.at(s);
+        done.transmissions = 0;
+        // Delivered: a payload it was reading from is ours again.
+        if (done.exposed.handle) link_->conceal(done.exposed);
+      }
       sc.acked = a;
       sc.progress = now;
     }
@@ -575,7 +614,7 @@ void network::on_data(peer_state& p, int rank, const std::byte* bytes, size_t n,
     drain_held(p, rank, rc, now);
     // The end of a message of several datagrams: its sender may be waiting
     // to reuse its payload (a lent one), so it hears at once.
-    if (ends_fragmented_message(d)) {
+    if (sender_waits(d)) {
       send_ack(p, rank);
       return;
     }
@@ -591,7 +630,7 @@ void network::on_data(peer_state& p, int rank, const std::byte* bytes, size_t n,
     rc.arrived[d.h.seq % ring_size] = now;
     if (ahead == 0 && !rc.stalled) {
       rc.stalled = true;
-      ++stalls_;
+      stalls_ += rc.reading == recv_channel::read_phase::none;  // (a read under way is no stall)
       next_timer_ = std::min(next_timer_, now + stall_retry);
     }
   }
@@ -616,7 +655,7 @@ void network::drain_held(peer_state& p, int rank, recv_channel& rc, clock::time_
       rc.stalled = true;
       break;
     }
-    ended |= ends_fragmented_message(d);
+    ended |= sender_waits(d);
     rc.stalled = false;
     pool_.emplace_back();
     pool_.back().swap(slot);
@@ -641,6 +680,7 @@ void network::drain_held(peer_state& p, int rank, recv_channel& rc, clock::time_
 
 bool network::consume(peer_state& /*p*/, int rank, recv_channel& rc, const decoded& d) noexcept {
   const message_header& m = d.m;
+  if (m.how == how_read) return consume_read(rank, rc, d);
   const auto kind = static_cast<msg_kind>(m.kind);
   if (!carries_payload(kind)) {
     if (!sink_->deliver(rank, m, d.args, nullptr)) return false;
@@ -691,6 +731,60 @@ bool network::consume(peer_state& /*p*/, int rank, recv_channel& rc, const decod
   rc.assemblies.erase(it);
   ++messages_delivered_;
   return true;
+}
+
+// A long message by a read stays at the head of its channel (the channel
+// stalls behind it, and its ack waits) while its payload is read straight
+// into the destination segment: the sender, whose blocking send waits for
+// that ack, then takes its buffer back. The destination is checked before
+// the read starts, as write_long checks a fragment, so no byte lands where
+// the message would be refused.
+bool network::consume_read(int rank, recv_channel& rc, const decoded& d) noexcept {
+  using phase = recv_channel::read_phase;
+  const message_header& m = d.m;
+  if (rc.reading == phase::none) {
+    if (std::byte* to = sink_->read_destination(rank, m)) {
+      read_source from;
+      std::memcpy(&from, d.payload, sizeof from);
+      const status s = link_->read(rank, to, m.length, from.addr, from.key, read_id(rank, d.h.channel));
+      if (s == status::in_use) {  // the link is busy: the stall timer offers it again
+        sink_->read_ended(m);
+        return false;
+      }
+      rc.read_m = m;
+      rc.reading = s == status::ok ? phase::reading : phase::failed;
+    }
+  }
+  switch (rc.reading) {
+    case phase::reading: return false;
+    case phase::failed:
+      if (!sink_->unread(rank, m, d.args)) return false;
+      break;
+    case phase::arrived:
+    case phase::none:  // the destination refused it: delivered without its bytes, to be refused there
+      if (!sink_->deliver(rank, m, d.args, nullptr)) return false;
+      ++messages_delivered_;
+      messages_read_ += rc.reading == phase::arrived;
+      break;
+  }
+  if (rc.reading != phase::none) sink_->read_ended(rc.read_m);
+  rc.reading = phase::none;
+  return true;
+}
+
+void network::read_done(uint64_t id, bool ok, clock::time_point now) noexcept {
+  const size_t rank = id / channel_count;
+  if (rank >= peers_.size() || !peers_[rank]) return;
+  peer_state& p = *peers_[rank];
+  recv_channel& rc = p.in[id % channel_count];
+  if (rc.reading != recv_channel::read_phase::reading) return;
+  if (p.unreachable) {  // its message was dropped with it: only the destination is let go
+    sink_->read_ended(rc.read_m);
+    rc.reading = recv_channel::read_phase::none;
+    return;
+  }
+  rc.reading = ok ? recv_channel::read_phase::arrived : recv_channel::read_phase::failed;
+  drain_held(p, static_cast<int>(rank), rc, now);
 }
 
 // ---- timers, failure --------------------------------------------------------
@@ -802,6 +896,8 @@ void network::declare_unreachable(peer_state& p, int rank, const char* why) noex
     send_channel& sc = p.out[c];
     for (uint32_t s = sc.acked; s != sc.next_seq; ++s) {
       send_entry& e = sc.at(s);
+      // A payload it may have been reading: its reads fail from now on.
+      if (e.exposed.handle) link_->conceal(e.exposed);
       if (!e.last_fragment) continue;
       give_back_item item{};
       item.peer = rank;
@@ -814,6 +910,11 @@ void network::declare_unreachable(peer_state& p, int rank, const char* why) noex
     for (auto& h : rc.held) h.clear();
     rc.assemblies.clear();
     rc.stalled = false;
+    // A read under way keeps its destination until it ends (read_done).
+    if (rc.reading != recv_channel::read_phase::reading) {
+      if (rc.reading != recv_channel::read_phase::none) sink_->read_ended(rc.read_m);
+      rc.reading = recv_channel::read_phase::none;
+    }
   }
   p.ack_due = false;
 }
@@ -1057,6 +1158,8 @@ statistics network::stats() const noexcept {
   s.pings_sent = pings_sent_;
   s.covered = covered_.load(std::memory_order_relaxed);
   s.send_errors = u.send_errors;
+  s.messages_read = messages_read_;
+  s.messages_sent_by_read = sent_by_read_;
   return s;
 }
 

@@ -64,6 +64,18 @@ class sink {
   /// Hands over a complete message (medium: `payload` holds it; long: it is
   /// in the segment already). False: no room now; it is offered again later.
   virtual bool deliver(int peer, const message_header& m, const uint32_t* args, const std::byte* payload) noexcept = 0;
+  /// Long message `m` from `peer` comes by a read (wire.hpp, how_read):
+  /// where its payload goes (the segment of endpoint m.dst_slot at
+  /// m.offset), when the endpoint the sender meant takes its tag and the
+  /// whole message fits; null otherwise (nothing is read, and the message is
+  /// refused when it is delivered). That memory stays where it is until
+  /// read_ended(m).
+  virtual std::byte* read_destination(int /*peer*/, const message_header& /*m*/) noexcept { return nullptr; }
+  virtual void read_ended(const message_header& /*m*/) noexcept {}
+  /// Long message `m`'s payload could not be read (its sender stopped
+  /// exposing it, or the fabric failed): it goes back to the sender as
+  /// unreachable. False: no room now; it is offered again later.
+  virtual bool unread(int /*peer*/, const message_header& /*m*/, const uint32_t* /*args*/) noexcept { return true; }
   /// A message sent to `peer` that will never be delivered (the peer is
   /// unreachable). False: no room now; it is offered again later.
   virtual bool give_back(int peer, const message_header& m, const uint32_t* args) noexcept = 0;
@@ -85,6 +97,7 @@ struct statistics {
   uint64_t peers_unreachable, send_errors;
   uint64_t pings_sent;  // keep-alives sent to silent peers
   uint64_t covered;     // times the service thread took the network over from an absent program
+  uint64_t messages_read, messages_sent_by_read;  // long messages whose payload was read (link::read)
 };
 
 class network {
@@ -115,6 +128,8 @@ class network {
   /// False when send() should not be given `until`: the payload is better
   /// copied (an authenticated datagram is signed fastest in one piece).
   bool lends_payloads() const noexcept { return !(auth_ && auth_->wants_one_piece()); }
+  /// Lent long payloads of this many bytes and more go by a read (SIZE_MAX: none do).
+  size_t reads_from() const noexcept { return read_from_; }
   /// With `until`, the payload is lent rather than copied: it must stay valid
   /// and unchanged until settled(peer, m, *until), and *until is set when
   /// the whole message is handed over.
@@ -178,6 +193,8 @@ class network {
   void on_data(peer_state& p, int rank, const std::byte* bytes, size_t n, const decoded& d,
                clock::time_point now) noexcept;
   bool consume(peer_state& p, int rank, recv_channel& rc, const decoded& d) noexcept;
+  bool consume_read(int rank, recv_channel& rc, const decoded& d) noexcept;
+  void read_done(uint64_t id, bool ok, clock::time_point now) noexcept;
   void drain_held(peer_state& p, int rank, recv_channel& rc, clock::time_point now) noexcept;
   void transmit(peer_state& p, int rank, send_entry& e, clock::time_point now) noexcept;
   void send_ack(peer_state& p, int rank, datagram_type type = datagram_type::ack) noexcept;
@@ -223,6 +240,10 @@ class network {
   uint64_t messages_sent_ = 0, messages_delivered_ = 0, retransmits_ = 0, duplicates_ = 0, out_of_order_ = 0,
            acks_sent_ = 0, stalls_ = 0, unreachable_ = 0, pings_sent_ = 0;
   uint64_t refused_[refusal_count] = {};
+  uint64_t messages_read_ = 0, sent_by_read_ = 0;
+  /// Long messages of this many bytes and more whose payload is lent go by a
+  /// read (link::read), when the link reads and the job does not authenticate.
+  size_t read_from_ = SIZE_MAX;
   bool version_warned_ = false;
 
   // The service thread (see arm()).

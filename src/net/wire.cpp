@@ -40,7 +40,7 @@ refusal decode(const std::byte* bytes, size_t n, uint64_t job, uint32_t me, uint
   std::memcpy(&out.m, bytes + sizeof h, sizeof out.m);
   const message_header& m = out.m;
   if (!is_valid_kind(m.kind) || m.nargs > max_args) return refusal::malformed;
-  if (m.reserved[0] || m.reserved[1] || m.reserved[2] || m.reserved2) return refusal::malformed;
+  if (m.reserved[0] || m.reserved[1] || m.reserved2) return refusal::malformed;
   const auto kind = static_cast<msg_kind>(m.kind);
   // Requests travel on the request channel, everything else on the reply channel.
   if ((h.channel == static_cast<uint8_t>(channel::request)) != is_request(kind)) return refusal::malformed;
@@ -49,6 +49,13 @@ refusal decode(const std::byte* bytes, size_t n, uint64_t job, uint32_t me, uint
   std::memcpy(out.args, bytes + data_header_bytes, arg_bytes);
   out.payload = bytes + data_header_bytes + arg_bytes;
   out.payload_bytes = n - data_header_bytes - arg_bytes;
+  if (m.how) {
+    // A long message by a read: one datagram, which says where the payload is.
+    if (m.how != how_read || !is_long(kind) || m.frag_offset != 0 || out.payload_bytes != sizeof(read_source) ||
+        m.length < sizeof(read_source))
+      return refusal::malformed;
+    return refusal::none;
+  }
   if (!carries_payload(kind)) {
     if (out.payload_bytes != 0 || m.frag_offset != 0) return refusal::malformed;
     return refusal::none;

@@ -32,7 +32,7 @@ namespace clump::net {
 /// "CLNT" in memory.
 inline constexpr uint32_t wire_magic = 0x544e4c43u;
 /// Bumped whenever the layout or meaning of a datagram changes.
-inline constexpr uint8_t wire_version = 2;
+inline constexpr uint8_t wire_version = 3;
 
 inline constexpr unsigned channel_count = 2;
 enum class channel : uint8_t { request = 0, reply = 1 };
@@ -97,13 +97,26 @@ struct datagram_header {
 };
 static_assert(sizeof(datagram_header) == 64);
 
+/// message_header::how: a long message's payload is not in the datagrams:
+/// the one datagram carries a read_source, and the receiver reads the
+/// payload from the sender's memory (link::read) once it has checked the message.
+inline constexpr uint8_t how_read = 1;
+
+/// Where a long message sent by a read has its payload (link::exposure).
+struct read_source {
+  uint64_t addr;
+  uint64_t key;
+};
+static_assert(sizeof(read_source) == 16);
+
 struct message_header {
   uint8_t kind;        // a msg_kind
   uint8_t handler;
   uint8_t nargs;
   uint8_t src_slot;    // sending endpoint
   uint8_t dst_slot;    // receiving endpoint
-  uint8_t reserved[3];
+  uint8_t how;         // 0: the payload travels in the datagrams; how_read: it is read (long only)
+  uint8_t reserved[2];
   uint32_t msg_id;     // sequence number of the message's first fragment (reassembly key)
   uint32_t length;     // payload bytes of the whole message
   uint64_t dst_gen;    // the generation of the receiving endpoint the sender means (endpoint_name::generation)

@@ -14,6 +14,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 
 #include <algorithm>
 #include <atomic>
@@ -48,6 +49,8 @@ std::string fi_text(const library_calls& l, int rc) { return l.strerror(rc < 0 ?
 struct buffer {
   fi_context2 context{};  // first: op_context points here
   bool receive = false;
+  bool read = false;           // a read (link::read): no bytes of its own
+  uint64_t read_id = 0;
   int rank = -1;               // a send's destination
   bool first_contact = false;  // sent before any send to that rank completed
   size_t length = 0;           // bytes in use (a send's datagram, a receive's arrival)
@@ -92,14 +95,18 @@ class ofi_link final : public net::link {
              size_t tail_n) noexcept override;
   void flush(net::clock::time_point now) noexcept override;
   uint64_t flushes() const noexcept override { return flushes_; }
-  bool holding() const noexcept override { return !arrived_.empty() || !backlog_.empty(); }
+  bool holding() const noexcept override { return !arrived_.empty() || !backlog_.empty() || !reads_ended_.empty(); }
   unsigned receive(net::clock::time_point now, on_datagram f, void* context) noexcept override;
   int wait_fd() const noexcept override { return fd_; }
   net::clock::duration sleep_limit() noexcept override;
   bool needs_progress() const noexcept override {
     return waiting_.load(std::memory_order_relaxed) || first_contacts_.load(std::memory_order_relaxed) != 0;
   }
-  bool unfinished() const noexcept override { return sends_in_flight_.load(std::memory_order_relaxed) != 0; }
+  // (Exposed memory too: a peer reads it only while this process reads the queue.)
+  bool unfinished() const noexcept override {
+    return sends_in_flight_.load(std::memory_order_relaxed) != 0 || exposed_count_.load(std::memory_order_relaxed) != 0 ||
+           reads_in_flight_.load(std::memory_order_relaxed) != 0;
+  }
   // A provider makes connections (tcp;ofi_rxm accepts them) and runs its
   // timers (udp;ofi_rxd's retransmissions) only inside reads of the queue,
   // and the wait set does not show a peer that asks to connect: a process
@@ -111,6 +118,12 @@ class ofi_link final : public net::link {
   bool reliable() const noexcept override { return true; }
   const net::link_counters& counters() const noexcept override { return counters_; }
 
+  size_t max_read() const noexcept override { return max_read_; }
+  bool expose(const std::byte* p, size_t n, exposure& e) noexcept override;
+  void conceal(exposure& e) noexcept override;
+  status read(int rank, std::byte* to, size_t n, uint64_t addr, uint64_t key, uint64_t id) noexcept override;
+  unsigned reads_done(on_read f, void* context) noexcept override;
+
  private:
   struct peer {
     fi_addr_t at = FI_ADDR_UNSPEC;
@@ -118,6 +131,7 @@ class ofi_link final : public net::link {
     std::vector<std::byte> name;
   };
   void sent(buffer& b, bool ok) noexcept;  // a send's completion
+  void read_ended(buffer& b, bool ok) noexcept;  // a read's completion
   void fail(const char* call, int rc);  // closes what is open, throws
   void close_all() noexcept;
   std::string text_of(const std::vector<std::byte>& name) const;
@@ -168,6 +182,17 @@ class ofi_link final : public net::link {
   std::atomic<bool> waiting_{false};      // !backlog_.empty(), likewise
   std::atomic<size_t> first_contacts_{0};   // sends in flight with first_contact
   std::atomic<size_t> sends_in_flight_{0};  // sends_posted_, likewise
+  // Reads (FI_RMA): what peers may read of ours, and what we read of theirs.
+  size_t max_read_ = 0;  // 0: the provider offers no RMA
+  bool virtual_addresses_ = false;  // FI_MR_VIRT_ADDR: a read names the address, else the offset in the region
+  uint64_t next_key_ = 1;           // without FI_MR_PROV_KEY, clump chooses the keys
+  std::vector<fid_mr*> exposed_;    // regions open (closed before the domain)
+  std::atomic<size_t> exposed_count_{0};
+  std::vector<std::unique_ptr<buffer>> reads_;  // every read's context made
+  std::vector<buffer*> free_reads_;
+  std::vector<std::pair<uint64_t, bool>> reads_ended_;  // (id, ok) not yet reported
+  std::atomic<size_t> reads_in_flight_{0};
+  std::atomic<size_t> reads_unreported_{0};  // reads_ended_.size(), for sleep_limit() without the lock
   uint64_t flushes_ = 0;
   net::link_counters counters_;
 };
@@ -180,7 +205,9 @@ ofi_link::ofi_link(const core::config& cfg)
   fi_info* hints = lib_.dupinfo(nullptr);
   if (!hints) throw error(status::resource, opening, "fi_allocinfo failed");
   hints->ep_attr->type = FI_EP_RDM;
-  hints->caps = FI_MSG;
+  // Reads of a peer's memory too where the provider offers them (long
+  // messages by reads), else messages alone.
+  hints->caps = FI_MSG | FI_RMA | FI_READ | FI_REMOTE_READ;
   hints->mode = FI_CONTEXT | FI_CONTEXT2;  // every operation has a live fi_context2
   hints->domain_attr->threading = FI_THREAD_SAFE;  // the service thread waits while a program thread polls
   // Buffers are not registered: no FI_MR_LOCAL.
@@ -196,12 +223,22 @@ ofi_link::ofi_link(const core::config& cfg)
     node = text;
   }
   fi_info* list = nullptr;
-  int rc = lib_.getinfo(FI_VERSION(1, 9), node.empty() ? nullptr : node.c_str(), nullptr,
-                        node.empty() ? 0 : FI_SOURCE, hints, &list);
-  if (rc == -FI_ENODATA && !node.empty()) {
-    // A provider that is not addressed by IP (efa, cxi, psm2): its first domain.
-    node.clear();
-    rc = lib_.getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &list);
+  auto ask = [&] {
+    int r = lib_.getinfo(FI_VERSION(1, 9), node.empty() ? nullptr : node.c_str(), nullptr,
+                         node.empty() ? 0 : FI_SOURCE, hints, &list);
+    if (r == -FI_ENODATA && !node.empty()) {
+      // A provider that is not addressed by IP (efa, cxi, psm2): its first domain.
+      const std::string at = node;
+      node.clear();
+      r = lib_.getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &list);
+      if (r == -FI_ENODATA) node = at;
+    }
+    return r;
+  };
+  int rc = ask();
+  if (rc == -FI_ENODATA) {
+    hints->caps = FI_MSG;
+    rc = ask();
   }
   lib_.freeinfo(hints);
   const char* wanted = std::getenv("FI_PROVIDER");
@@ -259,6 +296,13 @@ ofi_link::ofi_link(const core::config& cfg)
     }
   }
   domain_ = info_->domain_attr->name;
+  if ((info_->caps & (FI_RMA | FI_READ | FI_REMOTE_READ)) == (FI_RMA | FI_READ | FI_REMOTE_READ)) {
+    // A long message's length is 32 bits.
+    max_read_ = std::min<size_t>(info_->ep_attr && info_->ep_attr->max_msg_size ? info_->ep_attr->max_msg_size
+                                                                                   : UINT32_MAX,
+                                 UINT32_MAX);
+    virtual_addresses_ = (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
+  }
   // rxd cuts a datagram into UDP packets of its own and was slower with
   // large ones (256 KiB messages: 0.30x fi_pingpong's bandwidth with 256 KiB
   // datagrams, 0.91x with 65000 B): UDP's size there, unless the user chose.
@@ -333,6 +377,8 @@ void ofi_link::fail(const char* call, int rc) {
 void ofi_link::close_all() noexcept {
   // The endpoint first: nothing completes into the buffers after it.
   if (ep_) fi_close(&ep_->fid);
+  for (fid_mr* mr : exposed_) fi_close(&mr->fid);
+  exposed_.clear();
   if (av_) fi_close(&av_->fid);
   if (cq_) fi_close(&cq_->fid);
   if (wait_set_) fi_close(&wait_set_->fid);
@@ -492,7 +538,9 @@ void ofi_link::progress() noexcept {
       fi_cq_err_entry e{};
       if (fi_cq_readerr(cq_, &e, 0) <= 0 || !e.op_context) return;
       auto* b = static_cast<buffer*>(e.op_context);
-      if (b->receive) {
+      if (b->read) {
+        read_ended(*b, false);
+      } else if (b->receive) {
         // Truncated or broken: dropped, as UDP would (the sender's copy is sent again).
         counters_.send_errors++;
         repost(*b);
@@ -506,7 +554,9 @@ void ofi_link::progress() noexcept {
     for (ssize_t i = 0; i < n; ++i) {
       auto* b = static_cast<buffer*>(done[i].op_context);
       if (!b) continue;
-      if (b->receive) {
+      if (b->read) {
+        read_ended(*b, true);
+      } else if (b->receive) {
         b->length = done[i].len;
         arrived_.push_back(b);
       } else {
@@ -528,6 +578,89 @@ void ofi_link::sent(buffer& b, bool ok) noexcept {
   }
   if (ok) peers_[static_cast<size_t>(b.rank)].reached = true;
   free_sends_.push_back(&b);
+}
+
+void ofi_link::read_ended(buffer& b, bool ok) noexcept {
+  if (!ok) counters_.send_errors++;
+  reads_ended_.emplace_back(b.read_id, ok);
+  reads_unreported_.store(reads_ended_.size(), std::memory_order_relaxed);
+  free_reads_.push_back(&b);
+  reads_in_flight_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+bool ofi_link::expose(const std::byte* p, size_t n, exposure& e) noexcept {
+  if (!max_read_ || n > max_read_) return false;
+  try {
+    exposed_.reserve(exposed_.size() + 1);
+  } catch (...) {
+    return false;
+  }
+  fid_mr* mr = nullptr;
+  const uint64_t key = next_key_++;
+  if (fi_mr_reg(domain_fid_, p, n, FI_REMOTE_READ, 0, key, 0, &mr, nullptr) != 0) return false;
+  e.handle = mr;
+  e.key = fi_mr_key(mr);
+  e.addr = virtual_addresses_ ? reinterpret_cast<uint64_t>(p) : 0;
+  exposed_.push_back(mr);
+  exposed_count_.store(exposed_.size(), std::memory_order_relaxed);
+  return true;
+}
+
+void ofi_link::conceal(exposure& e) noexcept {
+  auto* mr = static_cast<fid_mr*>(e.handle);
+  e.handle = nullptr;
+  auto it = std::find(exposed_.begin(), exposed_.end(), mr);
+  if (it == exposed_.end()) return;
+  fi_close(&mr->fid);
+  exposed_.erase(it);
+  exposed_count_.store(exposed_.size(), std::memory_order_relaxed);
+}
+
+status ofi_link::read(int rank, std::byte* to, size_t n, uint64_t addr, uint64_t key, uint64_t id) noexcept {
+  if (!max_read_ || n > max_read_ || rank < 0 || static_cast<size_t>(rank) >= peers_.size() ||
+      peers_[rank].at == FI_ADDR_UNSPEC)
+    return status::resource;
+  if (free_reads_.empty()) {
+    auto b = std::unique_ptr<buffer>(new (std::nothrow) buffer);
+    if (!b) return status::in_use;
+    b->read = true;
+    free_reads_.push_back(b.get());
+    try {
+      reads_.push_back(std::move(b));
+      reads_ended_.reserve(reads_.size());
+    } catch (...) {
+      free_reads_.pop_back();
+      return status::in_use;
+    }
+  }
+  buffer* b = free_reads_.back();
+  b->read_id = id;
+  const ssize_t rc = fi_read(ep_, to, n, nullptr, peers_[rank].at, addr, key, &b->context);
+  if (rc == -FI_EAGAIN) {
+    progress();
+    return status::in_use;
+  }
+  if (rc != 0) {
+    counters_.send_errors++;
+    return status::resource;
+  }
+  free_reads_.pop_back();
+  reads_in_flight_.fetch_add(1, std::memory_order_relaxed);
+  posted_since_progress_ = true;
+  return status::ok;
+}
+
+unsigned ofi_link::reads_done(on_read f, void* context) noexcept {
+  // By index, and each one copied first: f may start the next read, and a
+  // read the provider refuses for now reads the queue, which may end more.
+  unsigned n = 0;
+  for (size_t i = 0; i < reads_ended_.size(); ++i, ++n) {
+    const auto [id, ok] = reads_ended_[i];
+    f(context, id, ok);
+  }
+  reads_ended_.clear();
+  reads_unreported_.store(0, std::memory_order_relaxed);
+  return n;
 }
 
 void ofi_link::flush(net::clock::time_point now) noexcept {
@@ -569,7 +702,8 @@ unsigned ofi_link::receive(net::clock::time_point now, on_datagram f, void* cont
 
 net::clock::duration ofi_link::sleep_limit() noexcept {
   // A backlog wants retrying until the connection is made: no fd says when.
-  if (arrived_count_.load(std::memory_order_relaxed) != 0 || waiting_.load(std::memory_order_relaxed))
+  if (arrived_count_.load(std::memory_order_relaxed) != 0 || waiting_.load(std::memory_order_relaxed) ||
+      reads_unreported_.load(std::memory_order_relaxed) != 0)
     return net::clock::duration::zero();
   if (unposted_count_.load(std::memory_order_relaxed) != 0) return std::chrono::milliseconds(1);
   fid* f = wait_fid_;

@@ -82,7 +82,7 @@ struct example {
 /// One valid datagram of every kind and shape decode() accepts: an ack; short
 /// messages of 0, 1 and 20 argument words; whole mediums (empty, small);
 /// the first, a middle and the last fragment of a longer medium and of a
-/// long; a get; the replies; a returned message. `dst_slot` and `handler` go
+/// long, and a long by a read; a get; the replies; a returned message. `dst_slot` and `handler` go
 /// in every message header, `tag` as the tag it is sent with.
 inline std::vector<example> valid_examples(const addressing& a, uint8_t dst_slot, uint8_t handler, uint64_t tag) {
   using net::msg_kind;
@@ -126,6 +126,11 @@ inline std::vector<example> valid_examples(const addressing& a, uint8_t dst_slot
     add("long_request_first", m, 300);
     m.frag_offset = 300;
     add("long_request_last", m, 300);
+    // By a read: the datagram says where the sender's payload is (net::read_source).
+    m.frag_offset = 0;
+    m.length = 1 << 20;
+    m.how = net::how_read;
+    add("long_request_by_read", m, sizeof(net::read_source));
   }
   {
     net::message_header m = header(msg_kind::get_request, 1, 65536, 0);

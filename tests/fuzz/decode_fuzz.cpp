@@ -59,14 +59,14 @@ constexpr size_t at_magic = 0, at_version = 4, at_type = 5, at_channel = 6, at_f
                  at_src = 16, at_dst = 20, at_reserved = 44;
 constexpr size_t dh = 64;  // datagram header bytes
 constexpr size_t at_kind = dh + 0, at_nargs = dh + 2, at_length = dh + 12, at_frag = dh + 48;
-constexpr size_t at_m_reserved = dh + 5, at_m_reserved2 = dh + 52;
+constexpr size_t at_m_how = dh + 5, at_m_reserved = dh + 6, at_m_reserved2 = dh + 52;
 constexpr size_t data_headers = dh + 72;
 static_assert(offsetof(datagram_header, version) == at_version && offsetof(datagram_header, type) == at_type &&
               offsetof(datagram_header, channel) == at_channel && offsetof(datagram_header, flags) == at_flags &&
               offsetof(datagram_header, job) == at_job && offsetof(datagram_header, src_rank) == at_src &&
               offsetof(datagram_header, dst_rank) == at_dst && offsetof(datagram_header, reserved) == at_reserved &&
               sizeof(datagram_header) == dh);
-static_assert(offsetof(message_header, reserved) == at_m_reserved - dh &&
+static_assert(offsetof(message_header, how) == at_m_how - dh && offsetof(message_header, reserved) == at_m_reserved - dh &&
               offsetof(message_header, reserved2) == at_m_reserved2 - dh);
 static_assert(offsetof(message_header, nargs) == at_nargs - dh && offsetof(message_header, length) == at_length - dh &&
               offsetof(message_header, frag_offset) == at_frag - dh && data_header_bytes == data_headers);
@@ -94,12 +94,17 @@ refusal model(const uint8_t* b, size_t n, uint64_t job, uint32_t me, uint32_t si
   if (n < data_headers) return refusal::truncated;
   const uint8_t kind = b[at_kind], nargs = b[at_nargs];
   if (!known_kind(kind) || nargs > 20) return refusal::malformed;
-  if (b[at_m_reserved] || b[at_m_reserved + 1] || b[at_m_reserved + 2] || u32(b, at_m_reserved2))
+  if (b[at_m_reserved] || b[at_m_reserved + 1] || u32(b, at_m_reserved2))
     return refusal::malformed;  // reserved fields are zero
   if ((b[at_channel] == 0) != request_kind(kind)) return refusal::malformed;  // requests on channel 0 only
   if (n < data_headers + 4u * nargs) return refusal::truncated;
   const uint64_t fragment = n - data_headers - 4u * nargs;
   const uint64_t length = u32(b, at_length), frag = u32(b, at_frag);
+  // A long message by a read: one datagram holding where to read it (16 bytes).
+  if (b[at_m_how] != 0)
+    return b[at_m_how] == how_read && (kind == 3 || kind == 8) && frag == 0 && fragment == 16 && length >= 16
+               ? refusal::none
+               : refusal::malformed;
   if (!payload_kind(kind)) return fragment == 0 && frag == 0 ? refusal::none : refusal::malformed;
   if (frag + fragment > length) return refusal::malformed;   // the fragment lies inside the message
   if (fragment == 0 && length != 0) return refusal::malformed;  // only an empty message has an empty fragment

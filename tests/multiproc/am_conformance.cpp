@@ -830,6 +830,147 @@ int scenario_killed(clump::runtime& rt) {
   std::_Exit(failures ? 1 : 0);  // no final barrier: the victim cannot join it
 }
 
+// ---- long messages by reads (CLUMP_NET=ofi, a provider with RMA) ----------------
+
+// Each rank sends its right neighbour blocking long messages around the read
+// threshold (CLUMP_OFI_RMA_MIN, 64 KiB) and up to the whole segment, each
+// checked byte-exact by the handler before the next is sent, and gets 1 MiB
+// of its segment; then one with a
+// wrong tag and one that runs past the segment's end, which come back and
+// leave the destination's bytes untouched (the receiver checks before it
+// reads). `by_read`: 1, the network's counters must show the messages read
+// (2: sent by reads or read, for a rank with one neighbour on its own node);
+// 0, they must show none read (UDP, CLUMP_OFI_RMA_MIN=0, authentication, faults).
+int scenario_reads(clump::runtime& rt, int by_read) {
+  clump::endpoint& ep = rt.endpoint();
+  const int peer = (rt.rank() + 1) % rt.size();
+  std::vector<clump::returned_message> back;
+  ep.on_returned([&](const clump::returned_message& m) { back.push_back(m); });
+  int bad = 0;
+  std::atomic<int> got{0}, acked{0};
+  auto ack = ep.on_reply([&](clump::token&) { acked.fetch_add(1); });
+  auto arrived = ep.on_request([&](clump::token& t, std::span<const std::byte> p, uint32_t seed) {
+    if (!payload_ok(p, seed)) ++bad;
+    got.fetch_add(1);
+    t.reply(ack);
+  });
+  const size_t seg = ep.segment().size();
+  std::vector<size_t> sizes = {(64u << 10) - 1, 64u << 10, (64u << 10) + 1, (1u << 20) + 5, seg};
+  rt.barrier();
+  int sent = 0;
+  for (size_t n : sizes) {
+    if (n > seg) continue;
+    const auto seed = static_cast<uint32_t>(n + static_cast<size_t>(rt.rank()));
+    const std::vector<std::byte> buf = make_payload(n, seed);
+    CHECK(ep.request_long(peer, arrived, buf, 0, seed) == clump::status::ok, "long message of %zu bytes", n);
+    ++sent;
+    rt.wait_until([&] { return acked.load() == sent; });  // its handler has run: the next may overwrite it
+  }
+  rt.wait_until([&] { return got.load() == sent; });
+  CHECK(bad == 0, "%d of %d long messages arrived with wrong bytes", bad, sent);
+  rt.barrier();
+
+  // A get of 1 MiB: its answer is read too (from a copy the owner made).
+  const size_t g = std::min<size_t>(seg / 2, 1u << 20);
+  const std::vector<std::byte> mine_now = make_payload(g, static_cast<uint32_t>(500 + rt.rank()));
+  std::memcpy(ep.segment().data(), mine_now.data(), g);
+  rt.barrier();
+  std::atomic<int> fetched{0};
+  auto got_get = ep.on_reply([&](clump::token&, std::span<const std::byte> p) {
+    if (!payload_ok(p, static_cast<uint32_t>(500 + peer))) ++bad;
+    fetched.fetch_add(1);
+  });
+  CHECK(ep.get(peer, got_get, 0, seg - g, g) == clump::status::ok, "get of %zu bytes", g);
+  rt.wait_until([&] { return fetched.load() == 1; });
+  CHECK(bad == 0, "the get's %zu bytes arrived wrong", g);
+  rt.barrier();
+
+  // Refused ones leave the destination as it was.
+  std::memset(ep.segment().data(), 0, seg);
+  rt.barrier();
+  const int wrong_tag = rt.size();
+  ep.map(wrong_tag, ep.translation_name(peer), ep.translation_tag(peer) ^ 0x5a5a);
+  const size_t n = std::min<size_t>(seg, 1u << 20);
+  const std::vector<std::byte> junk = make_payload(n, 99);
+  CHECK(ep.request_long(wrong_tag, arrived, junk, 0, 99u) == clump::status::ok, "wrong tag");
+  rt.wait_until([&] { return back.size() == 1; });
+  CHECK(back[0].reason == clump::return_reason::bad_tag, "wrong tag came back as %s", clump::to_string(back[0].reason));
+  const size_t past = std::min<size_t>(seg / 2, 256u << 10);
+  CHECK(ep.request_long(peer, arrived, std::span<const std::byte>(junk).first(past), seg - past + 1, 98u) ==
+            clump::status::ok,
+        "past the end");
+  rt.wait_until([&] { return back.size() == 2; });
+  CHECK(back[1].reason == clump::return_reason::bad_segment_offset, "past the end came back as %s",
+        clump::to_string(back[1].reason));
+  rt.barrier();
+  const std::byte* mine = ep.segment().data();
+  size_t written = 0;
+  for (size_t i = 0; i < seg; ++i) written += mine[i] != std::byte{0};
+  CHECK(written == 0, "%zu bytes of the segment were written by messages that came back", written);
+  CHECK(got.load() == sent, "a handler ran for a message that came back");
+
+  const clump::network_stats st = clump::network_statistics();
+  if (by_read) {
+    // Those of 64 KiB and more that were sent, and read here likewise (2:
+    // either, where only one neighbour is on another node).
+    const bool sent_read = st.messages_sent_by_read >= 3, were_read = st.messages_read >= 3;
+    CHECK(by_read == 2 ? sent_read || were_read : sent_read && were_read,
+          "sent %llu and read %llu long messages by reads", (unsigned long long)st.messages_sent_by_read,
+          (unsigned long long)st.messages_read);
+  } else {
+    CHECK(st.messages_sent_by_read == 0 && st.messages_read == 0, "sent %llu and read %llu by reads, expected none",
+          (unsigned long long)st.messages_sent_by_read, (unsigned long long)st.messages_read);
+  }
+  std::printf("reads: rank %d sent %d long messages (%llu by reads), read %llu\n", rt.rank(), sent,
+              (unsigned long long)st.messages_sent_by_read, (unsigned long long)st.messages_read);
+  rt.barrier();
+  return failures;
+}
+
+// The last rank streams 4 MiB long messages to rank 0 and is killed with
+// SIGKILL by a thread of its own while it does, `arg` ms in (with the
+// messages being read: a read under way when the sender dies). Rank 0 gets
+// only whole, byte-exact messages, learns of the death, and goes on. Run
+// with --keep-going.
+int scenario_reads_killed(clump::runtime& rt, int after_ms) {
+  clump::endpoint& ep = rt.endpoint();
+  const int victim = rt.size() - 1;
+  std::atomic<int> got{0}, acked{0};
+  int bad = 0;
+  auto ack = ep.on_reply([&](clump::token&) { acked.fetch_add(1); });
+  auto arrived = ep.on_request([&](clump::token& t, std::span<const std::byte> p, uint32_t seed) {
+    if (!payload_ok(p, seed)) ++bad;
+    got.fetch_add(1);
+    t.reply(ack);
+  });
+  ep.on_returned([](const clump::returned_message&) {});
+  rt.barrier();
+  const size_t n = std::min<size_t>(ep.segment().size(), 4u << 20);
+  if (rt.rank() == victim) {
+    std::thread([after_ms] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(after_ms));
+      std::fflush(nullptr);
+      ::raise(SIGKILL);
+    }).detach();
+    // Each once the last one's handler has run (they land in the same place).
+    for (uint32_t i = 0;; ++i) {
+      const std::vector<std::byte> buf = make_payload(n, i);
+      (void)ep.request_long(0, arrived, buf, 0, i);
+      while (acked.load() <= static_cast<int>(i)) rt.bundle().poll();
+    }
+  }
+  if (rt.rank() == 0) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!clump::rank_failed(victim) && std::chrono::steady_clock::now() < deadline) rt.bundle().poll();
+    CHECK(clump::rank_failed(victim), "the killed sender was not found gone within 60 s");
+    rt.bundle().poll();
+    CHECK(bad == 0, "%d of %d messages from the killed sender arrived with wrong bytes", bad, got.load());
+    std::printf("killed sender: rank 0 got %d whole messages, then found it gone\n", got.load());
+  }
+  std::fflush(nullptr);
+  std::_Exit(failures ? 1 : 0);  // no final barrier: the victim cannot join it
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -862,6 +1003,8 @@ int main(int argc, char** argv) {
   else if (what == "worker") failed = rt.size() >= 2 ? scenario_worker(rt) : (std::fprintf(stderr, "worker needs 2 ranks\n"), 1);
   else if (what == "dead_peer") failed = rt.size() >= 2 ? scenario_dead_peer(rt) : (std::fprintf(stderr, "dead_peer needs 2 ranks\n"), 1);
   else if (what == "progress") failed = rt.size() >= 2 ? scenario_progress(rt, arg == 1) : (std::fprintf(stderr, "progress needs 2 ranks\n"), 1);
+  else if (what == "reads") failed = scenario_reads(rt, arg);
+  else if (what == "reads_killed") failed = rt.size() >= 2 ? scenario_reads_killed(rt, arg) : (std::fprintf(stderr, "reads_killed needs 2 ranks\n"), 1);
   else if (what == "killed") failed = rt.size() >= 2 ? scenario_killed(rt) : (std::fprintf(stderr, "killed needs 2 ranks\n"), 1);
   else if (what == "parallel") failed = scenario_parallel(rt, arg, argc > 3 ? std::atoi(argv[3]) : 2000);
   else {

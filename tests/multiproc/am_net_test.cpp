@@ -156,6 +156,48 @@ TEST(networks, ranks_on_different_networks_are_refused_with_a_clear_error) {
     EXPECT_NE(r.output.find("every process of a job must use the same one"), std::string::npos) << r.output;
   }
 }
+
+// Long messages by reads (CLUMP_OFI_RMA_MIN): over both providers, 3 ranks on
+// 3 nodes, every message and a get's answer byte-exact, and a wrong tag or a segment overrun
+// comes back without a byte landing. The scenario checks the network's
+// counters: read where the link reads, and never where it must not.
+TEST(reads, long_messages_are_read_by_their_destination_byte_exact_and_refused_ones_land_nothing) {
+  for (const char* provider : {"FI_PROVIDER=tcp", "FI_PROVIDER=udp"}) {
+    auto r = job(3, {"reads", "1"}, {"CLUMP_NET=ofi", provider, "CLUMP_SEGMENT_SIZE=8M"}, {"-N", "3"});
+    EXPECT_JOB_OK(r) << provider;
+    // 4 of 64 KiB and more, a get's answer, and the 2 that come back.
+    EXPECT_NE(r.output.find("(7 by reads), read 5"), std::string::npos) << r.output;
+  }
+  // Ranks of one node and of another at once (shared memory beside the reads).
+  EXPECT_JOB_OK(job(4, {"reads", "2"}, {"CLUMP_NET=ofi", "FI_PROVIDER=tcp", "CLUMP_SEGMENT_SIZE=8M"}, {"-N", "2"}));
+}
+
+TEST(reads, are_not_used_when_turned_off_authenticated_under_faults_or_over_udp) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"CLUMP_NET=ofi", "FI_PROVIDER=tcp", "CLUMP_OFI_RMA_MIN=0"},
+      {"CLUMP_NET=ofi", "FI_PROVIDER=tcp", "CLUMP_NET_AUTH=on"},
+      {"CLUMP_NET=ofi", "FI_PROVIDER=tcp", "CLUMP_NET_FAULT=drop=0.1,dup=0.05,reorder=0.05,seed=7"},
+      {"CLUMP_NET=udp"},
+  };
+  for (std::vector<std::string> env : cases) {
+    const std::string what = env.back();
+    env.push_back("CLUMP_SEGMENT_SIZE=8M");
+    EXPECT_JOB_OK(job(3, {"reads", "0"}, env, {"-N", "3"})) << what;
+  }
+}
+
+// A sender killed while its 4 MiB messages are being read, at several
+// moments: the receiver gets only whole, byte-exact messages, finds the
+// sender gone and goes on (a read under way fails; its message is dropped).
+TEST(reads, a_sender_killed_while_it_is_read_leaves_only_whole_messages) {
+  for (const char* ms : {"50", "120", "200", "300"}) {
+    auto r = job(2, {"reads_killed", ms}, {"CLUMP_NET=ofi", "FI_PROVIDER=tcp", "CLUMP_SEGMENT_SIZE=8M", "CLUMP_NET_TIMEOUT_MS=1000"},
+                 {"-N", "2", "--keep-going"});
+    EXPECT_EQ(r.exit_code, 137) << ms << "\n" << r.output;
+    EXPECT_NE(r.output.find("killed sender: rank 0 got"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("checks failed"), std::string::npos) << r.output;
+  }
+}
 #endif
 
 TEST(killed_peer, without_keep_going_the_job_ends_with_a_clear_error) {

@@ -1,7 +1,9 @@
 #include "am/via_net/transport.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "am/endpoint_impl.hpp"
 #include "am/returns.hpp"
@@ -31,6 +33,21 @@ class net_transport::sink final : public net::sink {
     // Relaxed: our own tag, written by this process.
     if (!own || !detail::tag_accepts(own->view.header->tag.load(std::memory_order_relaxed), m.tag)) return;
     t_.write_segment(m.dst_slot, m.offset, m.length, m.frag_offset, data, n);
+  }
+
+  std::byte* read_destination(int /*peer*/, const net::message_header& m) noexcept override {
+    // As write_long: only into the segment of the endpoint meant, if it takes the tag.
+    uint64_t state = 0;
+    remote_endpoint* own = meant(t_.p_, m.dst_slot, m.dst_gen, state);
+    // Relaxed: our own tag, written by this process.
+    if (!own || !detail::tag_accepts(own->view.header->tag.load(std::memory_order_relaxed), m.tag)) return nullptr;
+    return t_.hold_segment(m.dst_slot, m.offset, m.length);
+  }
+  void read_ended(const net::message_header& m) noexcept override { t_.release_segment(m.dst_slot); }
+  bool unread(int peer, const net::message_header& m, const uint32_t* args) noexcept override {
+    net::message_header back{};
+    if (detail::refuse_from_network(peer, m, return_reason::unreachable, back)) t_.defer(peer, back, args);
+    return true;
   }
 
   bool deliver(int peer, const net::message_header& m, const uint32_t* args,
@@ -153,8 +170,10 @@ status send_net(net::network& net, detail::endpoint_impl& from, remote_endpoint&
   // copied into its retransmission buffers; the call then returns once the
   // destination acknowledged it all (or is found unreachable). Not where the
   // network would rather copy (see network::lends_payloads).
+  // Also one the destination is to read (network::reads_from).
   const size_t lend = core::settings().net_lend;
-  const bool lent = lend && msg.length >= lend && policy != when_full::give_up && msg.data && net.lends_payloads();
+  const bool lent = ((lend && msg.length >= lend) || (net::is_long(static_cast<msg_kind>(m.kind)) && msg.length >= net.reads_from())) &&
+                    policy != when_full::give_up && msg.data && net.lends_payloads();
   uint32_t until = 0;
   for (unsigned round = 0;; ++round) {
     const status s = net.send(to.rank, m, msg.args, msg.data, done, lent ? &until : nullptr);
@@ -220,8 +239,50 @@ unsigned net_transport::poll() noexcept { return net_->poll(); }
 // send-stage: end
 
 void net_transport::segment_changed(uint32_t slot, std::byte* base, size_t length) noexcept {
+  const auto start = std::chrono::steady_clock::now();
+  for (unsigned round = 0;; ++round) {
+    {
+      std::lock_guard lock(segments_mutex_);
+      if (slot >= slot_segments_.size()) return;
+      slot_segment& s = slot_segments_[slot];
+      if (s.reading == 0) {
+        s.base = base;
+        s.length = length;
+        return;
+      }
+    }
+    // A long message is being read into the old segment (by the fabric, not
+    // by us): it must end before that memory goes. It ends when its sender
+    // answers, or fails when the sender's connection does. A sender stopped
+    // for longer than the network's timeout (it cannot be made to fail) is
+    // given up on: if it ever answers, the fabric writes into this memory.
+    const uint32_t timeout_ms = core::settings().net_timeout_ms;
+    if (timeout_ms && std::chrono::steady_clock::now() - start > std::chrono::milliseconds(2 * timeout_ms)) {
+      core::log_error("endpoint %u changed its segment while a long message from the network was still being read "
+                      "into it, for %u ms: its sender does not answer. Given up on; that memory may still be "
+                      "written if the sender wakes",
+                      slot, 2 * timeout_ms);
+      std::lock_guard lock(segments_mutex_);
+      slot_segments_[slot] = {base, length, 0};
+      return;
+    }
+    net_->poll();
+    if (round > 64) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+std::byte* net_transport::hold_segment(uint32_t slot, uint64_t offset, size_t n) noexcept {
   std::lock_guard lock(segments_mutex_);
-  if (slot < slot_segments_.size()) slot_segments_[slot] = {base, length};
+  if (slot >= slot_segments_.size()) return nullptr;
+  slot_segment& s = slot_segments_[slot];
+  if (!s.base || offset > s.length || n > s.length - offset) return nullptr;
+  ++s.reading;
+  return s.base + offset;
+}
+
+void net_transport::release_segment(uint32_t slot) noexcept {
+  std::lock_guard lock(segments_mutex_);
+  if (slot < slot_segments_.size() && slot_segments_[slot].reading) --slot_segments_[slot].reading;
 }
 
 bool net_transport::write_segment(uint32_t slot, uint64_t offset, size_t whole, size_t at, const std::byte* data,
@@ -266,8 +327,15 @@ bool net_transport::serve_get(int peer, const net::message_header& m, const uint
   return true;
 }
 
+void net_transport::release_lent() noexcept {
+  std::lock_guard lock(lent_mutex_);
+  std::erase_if(lent_, [&](const deferred& d) { return net_->settled(d.peer, d.m, d.until); });
+  has_lent_.store(!lent_.empty(), std::memory_order_relaxed);
+}
+
 void net_transport::send_deferred() noexcept {
-  // Relaxed: a hint; the list is read under its mutex.
+  // Relaxed: hints; the lists are read under their mutexes.
+  if (has_lent_.load(std::memory_order_relaxed)) release_lent();
   if (!has_deferred_.load(std::memory_order_relaxed)) return;
   // Take the list and send without its mutex: a poll holding the network's
   // lock may be adding to it (lock order: network, then this list).
@@ -277,13 +345,25 @@ void net_transport::send_deferred() noexcept {
     work.swap(deferred_);
     has_deferred_.store(false, std::memory_order_relaxed);
   }
+  std::vector<deferred> lent;
   auto sent = [&](deferred& d) {
     uint32_t done = d.done;
-    const status s = net_->send(d.peer, d.m, d.args, d.data.empty() ? nullptr : d.data.data(), done);
+    // A get's answer large enough to be read by its destination is lent to
+    // the network (its bytes are already a copy of ours), and kept until read.
+    const bool lend = !d.data.empty() && d.data.size() >= net_->reads_from();
+    const status s =
+        net_->send(d.peer, d.m, d.args, d.data.empty() ? nullptr : d.data.data(), done, lend ? &d.until : nullptr);
     d.done = done;
-    return s != status::in_use;  // sent, or the peer is unreachable (nobody left to tell)
+    if (s == status::in_use) return false;
+    if (s == status::ok && lend) lent.push_back(std::move(d));
+    return true;  // sent, or the peer is unreachable (nobody left to tell)
   };
   work.erase(std::remove_if(work.begin(), work.end(), sent), work.end());
+  if (!lent.empty()) {
+    std::lock_guard lock(lent_mutex_);
+    lent_.insert(lent_.end(), std::make_move_iterator(lent.begin()), std::make_move_iterator(lent.end()));
+    has_lent_.store(true, std::memory_order_relaxed);
+  }
   if (work.empty()) return;
   std::lock_guard lock(deferred_mutex_);
   // What is left goes first next time: replies keep their order.
@@ -304,11 +384,13 @@ void net_transport::leave(std::chrono::milliseconds d) noexcept {
              net::to_string(static_cast<net::refusal>(r));
   }
   if (!why.empty()) why += ")";
-  core::log_info("network: %llu messages sent, %llu delivered; datagrams %llu out, %llu in; %llu retransmitted "
+  core::log_info("network: %llu messages sent (%llu of them read by their destination), %llu delivered (%llu read "
+                 "here); datagrams %llu out, %llu in; %llu retransmitted "
                  "(%llu timeouts, %llu tail probes, %llu gaps, %llu replies again), "
                  "%llu duplicates, %llu out of order, %llu acks, %llu stalls, %llu refused%s; faults: %llu "
                  "dropped, %llu duplicated, %llu reordered, %llu delayed",
-                 (unsigned long long)s.messages_sent, (unsigned long long)s.messages_delivered,
+                 (unsigned long long)s.messages_sent, (unsigned long long)s.messages_sent_by_read,
+                 (unsigned long long)s.messages_delivered, (unsigned long long)s.messages_read,
                  (unsigned long long)s.datagrams_sent, (unsigned long long)s.datagrams_received,
                  (unsigned long long)s.retransmits, (unsigned long long)s.resent_timeout,
                  (unsigned long long)s.resent_probe, (unsigned long long)s.resent_gap,
@@ -362,6 +444,8 @@ network_stats network_statistics() noexcept {
   out.peers_unreachable = s.peers_unreachable;
   out.pings_sent = s.pings_sent;
   out.covered = s.covered;
+  out.messages_read = s.messages_read;
+  out.messages_sent_by_read = s.messages_sent_by_read;
   return out;
 }
 

@@ -54,6 +54,11 @@ class net_transport final : public transport {
   /// Copies into slot's segment at [offset, offset + n) when [offset, offset +
   /// whole) lies inside it; false otherwise.
   bool write_segment(uint32_t slot, uint64_t offset, size_t whole, size_t at, const std::byte* data, size_t n) noexcept;
+  /// Where a long message of `n` bytes at `offset` of slot's segment is to
+  /// be read into, when it fits (null otherwise); the segment then stays
+  /// until release_segment(slot) (segment_changed waits for it).
+  std::byte* hold_segment(uint32_t slot, uint64_t offset, size_t n) noexcept;
+  void release_segment(uint32_t slot) noexcept;
   /// Queues a message back over the network (with `data`, a get's answer),
   /// sent after the poll (the network's lock is held while it delivers).
   void defer(int peer, const net::message_header& m, const uint32_t* args,
@@ -64,8 +69,18 @@ class net_transport final : public transport {
   bool serve_get(int peer, const net::message_header& m, const uint32_t* args) noexcept;
   /// Sends what the network's deliveries left to send (returns, get answers).
   void send_deferred() noexcept;
+  /// Drops the lent get answers the network no longer needs.
+  void release_lent() noexcept;
 
   process& p_;
+  struct deferred;
+  // Get answers the destination reads from `data` (long messages by reads),
+  // kept until the network is done with them (send_deferred, which two
+  // threads may run at once: under lent_mutex_). Before net_: they outlive
+  // the network, which may still expose them while it closes.
+  std::mutex lent_mutex_;
+  std::vector<deferred> lent_;
+  std::atomic<bool> has_lent_{false};  // relaxed: a hint
   std::unique_ptr<net::network> net_;
   std::unique_ptr<sink> sink_;
   // Where a long message from the network lands: the segment of each local
@@ -73,6 +88,7 @@ class net_transport final : public transport {
   struct slot_segment {
     std::byte* base = nullptr;
     size_t length = 0;
+    unsigned reading = 0;  // long messages being read into it (hold_segment)
   };
   std::mutex segments_mutex_;  // guards slot_segments_: written by endpoints, read by any network poller
   std::vector<slot_segment> slot_segments_;
@@ -82,6 +98,7 @@ class net_transport final : public transport {
     uint32_t args[net::max_args];
     std::vector<std::byte> data;  // a get's answer
     uint32_t done = 0;            // payload bytes handed to the network so far
+    uint32_t until = 0;           // lent: the network needs `data` until settled(peer, m, until)
   };
   std::mutex deferred_mutex_;
   std::vector<deferred> deferred_;
