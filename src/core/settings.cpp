@@ -122,12 +122,12 @@ const setting_def registry[] = {
      "use the same. Unset, udp;ofi_rxd takes CLUMP_NET_MTU (it cuts datagrams into UDP packets itself, and was "
      "slower with large ones)",
      false},
-    {"CLUMP_OFI_RMA_MIN", setting_type::size, "64K",
-     "with CLUMP_NET=ofi and a provider that offers RMA: a blocking long message of at least this many bytes is "
-     "not cut into datagrams; its destination checks it, then reads the payload from the sender's buffer "
-     "straight into its segment (one fi_read), and the call returns once that is done (it waits for the "
-     "destination to poll, as CLUMP_NET_LEND does). Not in a job that authenticates (CLUMP_NET_AUTH: the bytes "
-     "read would not be checked), nor under CLUMP_NET_FAULT; 0: never",
+    {"CLUMP_OFI_RMA_MIN", setting_type::size, "32K",
+     "with CLUMP_NET=ofi and a provider that offers RMA: a long message (or a get's answer) of at least this many "
+     "bytes is not cut into datagrams; its destination checks it, then reads the payload straight into its "
+     "segment with one fi_read, from the sender's buffer when the send lends it (CLUMP_NET_LEND: the call returns "
+     "once read), else from a copy (the call returns at once). Not in a job that authenticates (CLUMP_NET_AUTH: "
+     "the bytes read would not be checked), nor from a process under CLUMP_NET_FAULT; 0: never",
      false},
     {"CLUMP_NET_AUTH", setting_type::string, "auto",
      "authenticate every datagram of the job with a key only its processes hold (a MAC and a replay window: "

@@ -156,12 +156,15 @@ net::message_header header_of(const message& m, uint32_t src_slot, uint64_t src_
   return h;
 }
 
-/// Sends message `m` as endpoint `from` to `to` over `net`, waiting for
+}  // namespace
+
+/// Sends message `m` as endpoint `from` to `to` over the network, waiting for
 /// window room as `policy` says. ok, in_use (give_up and nothing sent), or
 /// resource (the destination's process is unreachable; `to` is marked gone).
-status send_net(net::network& net, detail::endpoint_impl& from, remote_endpoint& to, const message& msg,
-                detail::when_full policy, uint64_t expect) noexcept {
+status net_transport::send_net(detail::endpoint_impl& from, remote_endpoint& to, const message& msg,
+                               detail::when_full policy, uint64_t expect) noexcept {
   using detail::when_full;
+  net::network& net = *net_;
   net::message_header m = header_of(msg, from.slot, from.generation, to, shm::generation_of(expect));
   // Relaxed: our own endpoint's tag, written by this process.
   m.src_tag = from.own.header->tag.load(std::memory_order_relaxed);
@@ -172,12 +175,24 @@ status send_net(net::network& net, detail::endpoint_impl& from, remote_endpoint&
   // network would rather copy (see network::lends_payloads).
   // Also one the destination is to read (network::reads_from).
   const size_t lend = core::settings().net_lend;
-  const bool lent = ((lend && msg.length >= lend) || (net::is_long(static_cast<msg_kind>(m.kind)) && msg.length >= net.reads_from())) &&
-                    policy != when_full::give_up && msg.data && net.lends_payloads();
+  const bool lent = lend && msg.length >= lend && policy != when_full::give_up && msg.data && net.lends_payloads();
+  // A long payload its destination is to read (network::reads_from) and
+  // that is not lent is copied, and the copy kept until it is read: the call
+  // returns at once, as a copying send does.
+  // (Up to copies_most bytes of them at once, which bounds that memory as
+  // the window bounds datagrams: beyond, in datagrams.)
+  std::vector<std::byte> copy;
+  if (!lent && net::is_long(static_cast<msg_kind>(m.kind)) && msg.data && msg.length >= net.reads_from() &&
+      copies_bytes_.load(std::memory_order_relaxed) + msg.length <= copies_most) try {
+      copy.assign(static_cast<const std::byte*>(msg.data), static_cast<const std::byte*>(msg.data) + msg.length);
+    } catch (...) {  // no memory: in datagrams
+    }
+  const void* data = copy.empty() ? msg.data : copy.data();
   uint32_t until = 0;
   for (unsigned round = 0;; ++round) {
-    const status s = net.send(to.rank, m, msg.args, msg.data, done, lent ? &until : nullptr);
+    const status s = net.send(to.rank, m, msg.args, data, done, lent || !copy.empty() ? &until : nullptr);
     if (s == status::ok) {
+      if (!copy.empty()) keep_until_read(to.rank, m, until, std::move(copy));
       if (!lent) return s;
       for (unsigned wait = 0; !net.settled(to.rank, m, until); ++wait) {
         net.poll();
@@ -197,13 +212,11 @@ status send_net(net::network& net, detail::endpoint_impl& from, remote_endpoint&
   }
 }
 
-}  // namespace
-
 sent net_transport::send(detail::endpoint_impl& from, remote_endpoint& to, const message& m,
                          detail::when_full policy, uint64_t expect) noexcept {
   // The destination checks the segment, its tag and its own limits on
   // arrival, before any fragment lands.
-  return sent::of(send_net(*net_, from, to, m, policy, expect));
+  return sent::of(send_net(from, to, m, policy, expect));
 }
 
 returned_sent net_transport::send_returned(detail::endpoint_impl* from, uint32_t from_id, uint64_t from_gen,
@@ -213,7 +226,7 @@ returned_sent net_transport::send_returned(detail::endpoint_impl* from, uint32_t
   if (shm::gen32(gen) != to_gen) return returned_sent::sender_gone;
   status s;
   if (from) {
-    s = send_net(*net_, *from, to, m, detail::when_full::give_up, shm::alive_state(gen));
+    s = send_net(*from, to, m, detail::when_full::give_up, shm::alive_state(gen));
   } else {
     // Its endpoint was freed since: sent as it, without it.
     net::message_header h = header_of(m, source_slot(from_id), from_gen, to, gen);
@@ -327,9 +340,31 @@ bool net_transport::serve_get(int peer, const net::message_header& m, const uint
   return true;
 }
 
+void net_transport::keep_until_read(int peer, const net::message_header& m, uint32_t until,
+                                    std::vector<std::byte> data) noexcept {
+  deferred d{};
+  d.peer = peer;
+  d.m = m;
+  d.until = until;
+  d.data = std::move(data);
+  std::lock_guard lock(lent_mutex_);
+  try {
+    lent_.push_back(std::move(d));
+    copies_bytes_.fetch_add(lent_.back().data.size(), std::memory_order_relaxed);
+  } catch (...) {  // no memory for the list: kept here, until read
+    while (!net_->settled(d.peer, d.m, d.until)) net_->poll();
+    return;
+  }
+  has_lent_.store(true, std::memory_order_relaxed);
+}
+
 void net_transport::release_lent() noexcept {
   std::lock_guard lock(lent_mutex_);
-  std::erase_if(lent_, [&](const deferred& d) { return net_->settled(d.peer, d.m, d.until); });
+  std::erase_if(lent_, [&](const deferred& d) {
+    if (!net_->settled(d.peer, d.m, d.until)) return false;
+    copies_bytes_.fetch_sub(d.data.size(), std::memory_order_relaxed);
+    return true;
+  });
   has_lent_.store(!lent_.empty(), std::memory_order_relaxed);
 }
 
@@ -345,7 +380,6 @@ void net_transport::send_deferred() noexcept {
     work.swap(deferred_);
     has_deferred_.store(false, std::memory_order_relaxed);
   }
-  std::vector<deferred> lent;
   auto sent = [&](deferred& d) {
     uint32_t done = d.done;
     // A get's answer large enough to be read by its destination is lent to
@@ -355,15 +389,10 @@ void net_transport::send_deferred() noexcept {
         net_->send(d.peer, d.m, d.args, d.data.empty() ? nullptr : d.data.data(), done, lend ? &d.until : nullptr);
     d.done = done;
     if (s == status::in_use) return false;
-    if (s == status::ok && lend) lent.push_back(std::move(d));
+    if (s == status::ok && lend) keep_until_read(d.peer, d.m, d.until, std::move(d.data));
     return true;  // sent, or the peer is unreachable (nobody left to tell)
   };
   work.erase(std::remove_if(work.begin(), work.end(), sent), work.end());
-  if (!lent.empty()) {
-    std::lock_guard lock(lent_mutex_);
-    lent_.insert(lent_.end(), std::make_move_iterator(lent.begin()), std::make_move_iterator(lent.end()));
-    has_lent_.store(true, std::memory_order_relaxed);
-  }
   if (work.empty()) return;
   std::lock_guard lock(deferred_mutex_);
   // What is left goes first next time: replies keep their order.

@@ -69,18 +69,25 @@ class net_transport final : public transport {
   bool serve_get(int peer, const net::message_header& m, const uint32_t* args) noexcept;
   /// Sends what the network's deliveries left to send (returns, get answers).
   void send_deferred() noexcept;
-  /// Drops the lent get answers the network no longer needs.
+  status send_net(detail::endpoint_impl& from, remote_endpoint& to, const message& msg, detail::when_full policy,
+                  uint64_t expect) noexcept;
+  /// Keeps `data`, a copy the network sent message `m` from, until the
+  /// network is done with it (settled(peer, m, until)).
+  void keep_until_read(int peer, const net::message_header& m, uint32_t until, std::vector<std::byte> data) noexcept;
+  /// Drops the copies the network no longer needs.
   void release_lent() noexcept;
 
   process& p_;
   struct deferred;
-  // Get answers the destination reads from `data` (long messages by reads),
-  // kept until the network is done with them (send_deferred, which two
+  // Copies the destination reads from `data` (long messages and get answers
+  // by reads), kept until the network is done with them (send_deferred, which two
   // threads may run at once: under lent_mutex_). Before net_: they outlive
   // the network, which may still expose them while it closes.
   std::mutex lent_mutex_;
   std::vector<deferred> lent_;
   std::atomic<bool> has_lent_{false};  // relaxed: a hint
+  std::atomic<size_t> copies_bytes_{0};  // bytes in lent_ (relaxed: a bound, not a sync)
+  static constexpr size_t copies_most = size_t{64} << 20;
   std::unique_ptr<net::network> net_;
   std::unique_ptr<sink> sink_;
   // Where a long message from the network lands: the segment of each local
