@@ -149,9 +149,9 @@ struct network_stats {
   /// Times the library's service thread took the network over from a program
   /// that had not polled it for a while (it computed, or was not scheduled).
   uint64_t covered;
-  /// Long messages whose payload this process read from the sender's memory
+  /// Messages whose payload this process read from the sender's memory
   /// (CLUMP_NET=ofi with a provider that offers RMA; see CLUMP_OFI_RMA_MIN),
-  /// and long messages it sent that way.
+  /// and messages it sent that way.
   uint64_t messages_read, messages_sent_by_read;
 };
 

@@ -123,9 +123,9 @@ const setting_def registry[] = {
      "slower with large ones)",
      false},
     {"CLUMP_OFI_RMA_MIN", setting_type::size, "32K",
-     "with CLUMP_NET=ofi and a provider that offers RMA: a long message (or a get's answer) of at least this many "
-     "bytes is not cut into datagrams; its destination checks it, then reads the payload straight into its "
-     "segment with one fi_read, from the sender's buffer when the send lends it (CLUMP_NET_LEND: the call returns "
+     "with CLUMP_NET=ofi and a provider that offers RMA: a medium or long message (or a get's answer) of at least "
+     "this many bytes is not cut into datagrams; its destination checks it, then reads the payload with one "
+     "fi_read (a long one straight into its segment), from the sender's buffer when the send lends it (CLUMP_NET_LEND: the call returns "
      "once read), else from a copy (the call returns at once). Not in a job that authenticates (CLUMP_NET_AUTH: "
      "the bytes read would not be checked), nor from a process under CLUMP_NET_FAULT; 0: never",
      false},

@@ -79,6 +79,7 @@ struct network::recv_channel {
   /// in place until the read ends, even if its sender is declared gone).
   enum class read_phase : uint8_t { none, reading, arrived, failed } reading = read_phase::none;
   message_header read_m{};
+  std::vector<std::byte> read_buffer;  // a medium message's payload, read here (a long one goes to its segment)
   struct assembly {
     uint32_t msg_id;
     std::vector<std::byte> data;
@@ -233,8 +234,8 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
   send_channel& sc = p.out[static_cast<unsigned>(ch)];
   const bool payload = carries_payload(kind);
   const size_t room = fragment_room(on_link([](auto& l) { return l.max_datagram(); }), m.nargs) - trailer_;
-  // A lent long payload the link can read whole: one datagram that says where it is.
-  bool by_read = until && done == 0 && is_long(kind) && m.length >= read_from_ && m.length <= link_->max_read();
+  // A lent payload the link can read whole: one datagram that says where it is.
+  bool by_read = until && done == 0 && payload && m.length >= read_from_ && m.length <= link_->max_read();
   const auto now = clock::now();
   status result = status::ok;
   do {
@@ -742,13 +743,25 @@ bool network::consume(peer_state& /*p*/, int rank, recv_channel& rc, const decod
 bool network::consume_read(int rank, recv_channel& rc, const decoded& d) noexcept {
   using phase = recv_channel::read_phase;
   const message_header& m = d.m;
+  const bool medium = !is_long(static_cast<msg_kind>(m.kind));
   if (rc.reading == phase::none) {
-    if (std::byte* to = sink_->read_destination(rank, m)) {
+    // A medium message is read into a buffer of ours, then handed over as if
+    // assembled (the am layer checks it as any medium); one its queues could
+    // never take (see consume) is not read, and is refused.
+    std::byte* to = nullptr;
+    if (medium && m.length <= cfg_.shm_medium_ring / 2) try {
+        rc.read_buffer.resize(m.length);
+        to = rc.read_buffer.data();
+      } catch (...) {  // no memory now: later (the stall timer)
+        return false;
+      }
+    if (!medium) to = sink_->read_destination(rank, m);
+    if (to) {
       read_source from;
       std::memcpy(&from, d.payload, sizeof from);
       const status s = link_->read(rank, to, m.length, from.addr, from.key, read_id(rank, d.h.channel));
       if (s == status::in_use) {  // the link is busy: the stall timer offers it again
-        sink_->read_ended(m);
+        if (!medium) sink_->read_ended(m);
         return false;
       }
       rc.read_m = m;
@@ -762,12 +775,13 @@ bool network::consume_read(int rank, recv_channel& rc, const decoded& d) noexcep
       break;
     case phase::arrived:
     case phase::none:  // the destination refused it: delivered without its bytes, to be refused there
-      if (!sink_->deliver(rank, m, d.args, nullptr)) return false;
+      if (!sink_->deliver(rank, m, d.args, medium && rc.reading == phase::arrived ? rc.read_buffer.data() : nullptr))
+        return false;
       ++messages_delivered_;
       messages_read_ += rc.reading == phase::arrived;
       break;
   }
-  if (rc.reading != phase::none) sink_->read_ended(rc.read_m);
+  if (rc.reading != phase::none && !medium) sink_->read_ended(rc.read_m);
   rc.reading = phase::none;
   return true;
 }
@@ -779,7 +793,7 @@ void network::read_done(uint64_t id, bool ok, clock::time_point now) noexcept {
   recv_channel& rc = p.in[id % channel_count];
   if (rc.reading != recv_channel::read_phase::reading) return;
   if (p.unreachable) {  // its message was dropped with it: only the destination is let go
-    sink_->read_ended(rc.read_m);
+    if (is_long(static_cast<msg_kind>(rc.read_m.kind))) sink_->read_ended(rc.read_m);
     rc.reading = recv_channel::read_phase::none;
     return;
   }
@@ -912,7 +926,8 @@ void network::declare_unreachable(peer_state& p, int rank, const char* why) noex
     rc.stalled = false;
     // A read under way keeps its destination until it ends (read_done).
     if (rc.reading != recv_channel::read_phase::reading) {
-      if (rc.reading != recv_channel::read_phase::none) sink_->read_ended(rc.read_m);
+      if (rc.reading != recv_channel::read_phase::none && is_long(static_cast<msg_kind>(rc.read_m.kind)))
+        sink_->read_ended(rc.read_m);
       rc.reading = recv_channel::read_phase::none;
     }
   }

@@ -97,7 +97,7 @@ struct statistics {
   uint64_t peers_unreachable, send_errors;
   uint64_t pings_sent;  // keep-alives sent to silent peers
   uint64_t covered;     // times the service thread took the network over from an absent program
-  uint64_t messages_read, messages_sent_by_read;  // long messages whose payload was read (link::read)
+  uint64_t messages_read, messages_sent_by_read;  // messages whose payload was read (link::read)
 };
 
 class network {

@@ -51,7 +51,7 @@ refusal decode(const std::byte* bytes, size_t n, uint64_t job, uint32_t me, uint
   out.payload_bytes = n - data_header_bytes - arg_bytes;
   if (m.how) {
     // A long message by a read: one datagram, which says where the payload is.
-    if (m.how != how_read || !is_long(kind) || m.frag_offset != 0 || out.payload_bytes != sizeof(read_source) ||
+    if (m.how != how_read || !carries_payload(kind) || m.frag_offset != 0 || out.payload_bytes != sizeof(read_source) ||
         m.length < sizeof(read_source))
       return refusal::malformed;
     return refusal::none;

@@ -97,12 +97,13 @@ struct datagram_header {
 };
 static_assert(sizeof(datagram_header) == 64);
 
-/// message_header::how: a long message's payload is not in the datagrams:
-/// the one datagram carries a read_source, and the receiver reads the
-/// payload from the sender's memory (link::read) once it has checked the message.
+/// message_header::how: a medium or long message's payload is not in the
+/// datagrams: the one datagram carries a read_source, and the receiver reads
+/// the payload from the sender's memory (link::read) once it has checked the
+/// message.
 inline constexpr uint8_t how_read = 1;
 
-/// Where a long message sent by a read has its payload (link::exposure).
+/// Where a message sent by a read has its payload (link::exposure).
 struct read_source {
   uint64_t addr;
   uint64_t key;
@@ -115,7 +116,7 @@ struct message_header {
   uint8_t nargs;
   uint8_t src_slot;    // sending endpoint
   uint8_t dst_slot;    // receiving endpoint
-  uint8_t how;         // 0: the payload travels in the datagrams; how_read: it is read (long only)
+  uint8_t how;         // 0: the payload travels in the datagrams; how_read: it is read (medium, long)
   uint8_t reserved[2];
   uint32_t msg_id;     // sequence number of the message's first fragment (reassembly key)
   uint32_t length;     // payload bytes of the whole message

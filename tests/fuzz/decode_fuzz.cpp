@@ -100,9 +100,9 @@ refusal model(const uint8_t* b, size_t n, uint64_t job, uint32_t me, uint32_t si
   if (n < data_headers + 4u * nargs) return refusal::truncated;
   const uint64_t fragment = n - data_headers - 4u * nargs;
   const uint64_t length = u32(b, at_length), frag = u32(b, at_frag);
-  // A long message by a read: one datagram holding where to read it (16 bytes).
+  // A medium or long message by a read: one datagram holding where to read it (16 bytes).
   if (b[at_m_how] != 0)
-    return b[at_m_how] == how_read && (kind == 3 || kind == 8) && frag == 0 && fragment == 16 && length >= 16
+    return b[at_m_how] == how_read && payload_kind(kind) && frag == 0 && fragment == 16 && length >= 16
                ? refusal::none
                : refusal::malformed;
   if (!payload_kind(kind)) return fragment == 0 && frag == 0 ? refusal::none : refusal::malformed;

@@ -870,6 +870,26 @@ int scenario_reads(clump::runtime& rt, int by_read) {
   CHECK(bad == 0, "%d of %d long messages arrived with wrong bytes", bad, sent);
   rt.barrier();
 
+  // Medium messages at and above the threshold are read too (into the
+  // receiver's buffer, then handed over as any medium).
+  std::atomic<int> mediums{0};
+  auto medium_in = ep.on_request([&](clump::token&, std::span<const std::byte> p, uint32_t seed) {
+    if (!payload_ok(p, seed)) ++bad;
+    mediums.fetch_add(1);
+  });
+  rt.barrier();
+  int medium_sent = 0;
+  for (size_t n : {size_t{(32u << 10) - 1}, size_t{32u << 10}, size_t{clump::max_medium()}}) {
+    if (n > clump::max_medium()) continue;
+    const auto seed = static_cast<uint32_t>(n * 3 + static_cast<size_t>(rt.rank()));
+    const std::vector<std::byte> buf = make_payload(n, seed);
+    CHECK(ep.request(peer, medium_in, buf, seed) == clump::status::ok, "medium message of %zu bytes", n);
+    ++medium_sent;
+  }
+  rt.wait_until([&] { return mediums.load() == medium_sent; });
+  CHECK(bad == 0, "medium messages arrived with wrong bytes");
+  rt.barrier();
+
   // A burst of asynchronous long sends, more bytes than the copies kept for
   // reads may hold at once (64 MiB): each arrives exactly once (the rest go
   // in datagrams). Their bytes land on each other: only counted.
@@ -939,6 +959,42 @@ int scenario_reads(clump::runtime& rt, int by_read) {
   }
   std::printf("reads: rank %d sent %d long messages (%llu by reads), read %llu\n", rt.rank(), sent,
               (unsigned long long)st.messages_sent_by_read, (unsigned long long)st.messages_read);
+  rt.barrier();
+  return failures;
+}
+
+// Rank 1 sends rank 0 long messages that go by reads (1 MiB: blocking and
+// lent; 256 KiB: copied, asynchronous), then computes for `secs` seconds
+// without polling: rank 0 must still have them read within a second (the
+// sender's library serves the reads while its program computes).
+int scenario_reads_quiet(clump::runtime& rt, int secs) {
+  clump::endpoint& ep = rt.endpoint();
+  std::atomic<int> got{0};
+  int bad = 0;
+  auto arrived = ep.on_request([&](clump::token&, std::span<const std::byte> p, uint32_t seed) {
+    if (!payload_ok(p, seed)) ++bad;
+    got.fetch_add(1);
+  });
+  rt.barrier();
+  if (rt.rank() == 1) {
+    const std::vector<std::byte> first = make_payload(256u << 10, 1);
+    CHECK(ep.request_long_async(0, arrived, first, 0, 1u) == clump::status::ok, "asynchronous long message");
+    const std::vector<std::byte> second = make_payload(1u << 20, 2);
+    // (Blocking: it returns once rank 0 has read it, so rank 0 has the first too.)
+    CHECK(ep.request_long(0, arrived, second, 1u << 20, 2u) == clump::status::ok, "long message");
+    const std::vector<std::byte> third = make_payload(256u << 10, 3);
+    CHECK(ep.request_long_async(0, arrived, third, 3u << 20, 3u) == clump::status::ok, "asynchronous long message");
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(secs);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  } else if (rt.rank() == 0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    rt.wait_until([&] { return got.load() == 3; });
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    CHECK(bad == 0, "%d of 3 messages arrived with wrong bytes", bad);
+    CHECK(took < 1.0, "the messages took %.2f s while their sender computed without polling", took);
+    std::printf("reads while the sender computes: 3 messages in %.3f s\n", took);
+  }
   rt.barrier();
   return failures;
 }
@@ -1020,6 +1076,7 @@ int main(int argc, char** argv) {
   else if (what == "dead_peer") failed = rt.size() >= 2 ? scenario_dead_peer(rt) : (std::fprintf(stderr, "dead_peer needs 2 ranks\n"), 1);
   else if (what == "progress") failed = rt.size() >= 2 ? scenario_progress(rt, arg == 1) : (std::fprintf(stderr, "progress needs 2 ranks\n"), 1);
   else if (what == "reads") failed = scenario_reads(rt, arg);
+  else if (what == "reads_quiet") failed = rt.size() >= 2 ? scenario_reads_quiet(rt, arg) : (std::fprintf(stderr, "reads_quiet needs 2 ranks\n"), 1);
   else if (what == "reads_killed") failed = rt.size() >= 2 ? scenario_reads_killed(rt, arg) : (std::fprintf(stderr, "reads_killed needs 2 ranks\n"), 1);
   else if (what == "killed") failed = rt.size() >= 2 ? scenario_killed(rt) : (std::fprintf(stderr, "killed needs 2 ranks\n"), 1);
   else if (what == "parallel") failed = scenario_parallel(rt, arg, argc > 3 ? std::atoi(argv[3]) : 2000);

@@ -173,16 +173,15 @@ status net_transport::send_net(detail::endpoint_impl& from, remote_endpoint& to,
   // copied into its retransmission buffers; the call then returns once the
   // destination acknowledged it all (or is found unreachable). Not where the
   // network would rather copy (see network::lends_payloads).
-  // Also one the destination is to read (network::reads_from).
   const size_t lend = core::settings().net_lend;
   const bool lent = lend && msg.length >= lend && policy != when_full::give_up && msg.data && net.lends_payloads();
-  // A long payload its destination is to read (network::reads_from) and
+  // A payload its destination is to read (network::reads_from) and
   // that is not lent is copied, and the copy kept until it is read: the call
   // returns at once, as a copying send does.
   // (Up to copies_most bytes of them at once, which bounds that memory as
   // the window bounds datagrams: beyond, in datagrams.)
   std::vector<std::byte> copy;
-  if (!lent && net::is_long(static_cast<msg_kind>(m.kind)) && msg.data && msg.length >= net.reads_from() &&
+  if (!lent && net::carries_payload(static_cast<msg_kind>(m.kind)) && msg.data && msg.length >= net.reads_from() &&
       copies_bytes_.load(std::memory_order_relaxed) + msg.length <= copies_most) try {
       copy.assign(static_cast<const std::byte*>(msg.data), static_cast<const std::byte*>(msg.data) + msg.length);
     } catch (...) {  // no memory: in datagrams
