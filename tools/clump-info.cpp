@@ -106,6 +106,7 @@ int main(int argc, char** argv) {
       const std::unique_ptr<clump::net::link> link = clump::net::open_link(cfg);
       fmt::print("network between nodes (CLUMP_NET={}): {}\n", cfg.net,
                  link ? link->kind() + " at " + link->address_text() : std::string("udp"));
+      if (link) fmt::print("  {}\n", clump::net::reads_text(*link, cfg));
       if (link && link->kind().find("ofi_rxd") != std::string::npos)
         fmt::print("  udp;ofi_rxd is libfabric's emulation for testing: stray datagrams sent to its port crash the rank\n"
                    "  (docs/net-protocol.md); on a network you do not trust, use CLUMP_NET=udp with CLUMP_NET_AUTH=on\n");

@@ -311,7 +311,8 @@ int main(int argc, char** argv) {
     if (o.nranks > 1 && (o.nodes.node_count > 1 || cfg.force_net)) {
       try {
         const std::unique_ptr<clump::net::link> link = clump::net::open_link(cfg);
-        clumprun::say(fmt::format("network between nodes: {}", link ? link->kind() : std::string("udp")));
+        clumprun::say(fmt::format("network between nodes: {}{}", link ? link->kind() : std::string("udp"),
+                                  link ? "; " + clump::net::reads_text(*link, cfg) : std::string()));
       } catch (const clump::error& e) {
         clumprun::say(fmt::format("network between nodes: cannot be opened here: {}", e.what()));
       }

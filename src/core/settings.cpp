@@ -127,7 +127,8 @@ const setting_def registry[] = {
      "this many bytes is not cut into datagrams; its destination checks it, then reads the payload with one "
      "fi_read (a long one straight into its segment), from the sender's buffer when the send lends it (CLUMP_NET_LEND: the call returns "
      "once read), else from a copy (the call returns at once). Not in a job that authenticates (CLUMP_NET_AUTH: "
-     "the bytes read would not be checked), nor from a process under CLUMP_NET_FAULT; 0: never",
+     "the bytes read would not be checked), nor from a process under CLUMP_NET_FAULT; 0: never. Unset, not over "
+     "udp;ofi_rxd (its reads were no faster than its messages)",
      false},
     {"CLUMP_NET_AUTH", setting_type::string, "auto",
      "authenticate every datagram of the job with a key only its processes hold (a MAC and a replay window: "
@@ -314,6 +315,7 @@ config parse() {
   c.ofi_mtu = size("CLUMP_OFI_MTU", 512, 16 * mib);
   c.ofi_mtu_chosen = given("CLUMP_OFI_MTU");
   c.ofi_read_min = size("CLUMP_OFI_RMA_MIN", 0, 4 * gib);
+  c.ofi_read_min_chosen = given("CLUMP_OFI_RMA_MIN");
   const std::string auth = raw("CLUMP_NET_AUTH");
   if (auth == "auto") c.net_auth = 0;
   else if (auth == "on") c.net_auth = 1;

@@ -42,7 +42,8 @@ struct config {
   std::string net;               // CLUMP_NET: auto, udp, or a kind of link a transport folder registered (ofi)
   size_t ofi_mtu;                // CLUMP_OFI_MTU: the largest datagram over libfabric (bytes, headers included)
   bool ofi_mtu_chosen;           // CLUMP_OFI_MTU is set (not its default)
-  size_t ofi_read_min;           // CLUMP_OFI_RMA_MIN: lent long payloads of this size and more are read by the receiver; 0: never
+  size_t ofi_read_min;           // CLUMP_OFI_RMA_MIN: payloads of this size and more are read by the receiver; 0: never
+  bool ofi_read_min_chosen;      // CLUMP_OFI_RMA_MIN is set (not its default)
   std::string ofi_domain;        // CLUMP_OFI_DOMAIN: the libfabric domain (an interface name for tcp and udp), or ""
   int net_auth;                  // CLUMP_NET_AUTH: 0 auto (when the job spans hosts), 1 on, 2 off
   uint32_t join_timeout_s;       // under a PMIx launcher: wait for the ranks of this host to join

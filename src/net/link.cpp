@@ -2,7 +2,11 @@
 
 #include <clump/status.hpp>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "core/log.hpp"
+#include "net/wire.hpp"
 
 namespace clump::net {
 
@@ -37,6 +41,21 @@ std::unique_ptr<link> open_link(const core::config& cfg) {
   if (cfg.net == "auto") return nullptr;
   // The settings refuse any other name first.
   throw error(status::bad_arg, "opening the network", "CLUMP_NET=" + cfg.net + " names no network of this clump");
+}
+
+size_t read_threshold(const link& l, const core::config& cfg, bool authenticated) noexcept {
+  if (!cfg.ofi_read_min || authenticated || !l.max_read() || !(l.reads_pay() || cfg.ofi_read_min_chosen))
+    return SIZE_MAX;
+  return std::max(cfg.ofi_read_min, sizeof(read_source));
+}
+
+std::string reads_text(const link& l, const core::config& cfg) {
+  if (!l.max_read()) return "payloads in datagrams (the provider offers no RMA reads)";
+  if (!cfg.ofi_read_min) return "payloads in datagrams (CLUMP_OFI_RMA_MIN=0)";
+  if (read_threshold(l, cfg, false) == SIZE_MAX)
+    return "payloads in datagrams (this provider's reads pay only when CLUMP_OFI_RMA_MIN is set)";
+  return "medium and long payloads of " + std::to_string(read_threshold(l, cfg, false)) +
+         " bytes and more read by their destination (RMA; in datagrams when the job authenticates)";
 }
 
 }  // namespace clump::net

@@ -110,6 +110,10 @@ class link {
 
   /// The largest read it makes in one piece; 0: it makes none.
   virtual size_t max_read() const noexcept { return 0; }
+  /// False when its reads were measured no faster than its datagrams (a
+  /// provider that emulates them): then only a chosen CLUMP_OFI_RMA_MIN sends
+  /// by reads (a process still reads what its peers expose).
+  virtual bool reads_pay() const noexcept { return true; }
   /// What a peer needs to read memory this process exposed (it travels in
   /// the message's datagram).
   struct exposure {
@@ -148,6 +152,13 @@ struct link_maker {
   /// for a static initialiser: `const bool added = link_maker::add({...});`.
   static bool add(const link_maker& m) noexcept;
 };
+
+/// Payloads of this many bytes and more go by reads over `l` (SIZE_MAX:
+/// none do): CLUMP_OFI_RMA_MIN where the link reads, not when the job
+/// authenticates its datagrams.
+size_t read_threshold(const link& l, const core::config& cfg, bool authenticated) noexcept;
+/// The same, in words (clump-info, clumprun -v).
+std::string reads_text(const link& l, const core::config& cfg);
 
 /// The link CLUMP_NET chooses: null for UDP (the network opens its own
 /// socket); auto: the first registered kind whose fabric is present, else

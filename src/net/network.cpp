@@ -179,8 +179,7 @@ void network::start(uint64_t job, int rank, std::span<const std::vector<std::byt
   }
   // Long payloads by reads: only where the link reads, and not in a job that
   // authenticates (the bytes read would not be checked by the tags).
-  if (cfg_.ofi_read_min && !auth_ && link_->max_read())
-    read_from_ = std::max<size_t>(cfg_.ofi_read_min, sizeof(read_source));
+  read_from_ = read_threshold(*link_, cfg_, auth_ != nullptr);
   // Only the addresses now: a peer's state is made when messages first
   // flow to or from it, so that a peer never talked to costs 8 + 24 bytes.
   peers_.resize(addresses.size());

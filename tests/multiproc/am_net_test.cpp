@@ -162,8 +162,10 @@ TEST(networks, ranks_on_different_networks_are_refused_with_a_clear_error) {
 // comes back without a byte landing. The scenario checks the network's
 // counters: read where the link reads, and never where it must not.
 TEST(reads, long_messages_are_read_by_their_destination_byte_exact_and_refused_ones_land_nothing) {
+  // (udp;ofi_rxd reads only when CLUMP_OFI_RMA_MIN is chosen.)
   for (const char* provider : {"FI_PROVIDER=tcp", "FI_PROVIDER=udp"}) {
-    auto r = job(3, {"reads", "1"}, {"CLUMP_NET=ofi", provider, "CLUMP_SEGMENT_SIZE=8M"}, {"-N", "3"});
+    auto r = job(3, {"reads", "1"}, {"CLUMP_NET=ofi", provider, "CLUMP_SEGMENT_SIZE=8M", "CLUMP_OFI_RMA_MIN=32K"},
+                 {"-N", "3"});
     EXPECT_JOB_OK(r) << provider;
     // (The scenario checks the counts: at least the 3 blocking ones of 32 KiB and more.)
     EXPECT_NE(r.output.find("reads: rank 2 sent 5 long messages ("), std::string::npos) << r.output;
@@ -178,6 +180,7 @@ TEST(reads, are_not_used_when_turned_off_authenticated_under_faults_or_over_udp)
       {"CLUMP_NET=ofi", "FI_PROVIDER=tcp", "CLUMP_NET_AUTH=on"},
       {"CLUMP_NET=ofi", "FI_PROVIDER=tcp", "CLUMP_NET_FAULT=drop=0.1,dup=0.05,reorder=0.05,seed=7"},
       {"CLUMP_NET=udp"},
+      {"CLUMP_NET=ofi", "FI_PROVIDER=udp"},  // rxd: not unless chosen
   };
   for (std::vector<std::string> env : cases) {
     const std::string what = env.back();
@@ -191,7 +194,8 @@ TEST(reads, are_not_used_when_turned_off_authenticated_under_faults_or_over_udp)
 // target's queue is read), so the receiver has them within a second.
 TEST(reads, a_sender_that_computes_without_polling_is_still_read) {
   for (const char* provider : {"FI_PROVIDER=tcp", "FI_PROVIDER=udp"}) {
-    auto r = job(2, {"reads_quiet", "3"}, {"CLUMP_NET=ofi", provider, "CLUMP_SEGMENT_SIZE=8M"}, {"-N", "2"});
+    auto r = job(2, {"reads_quiet", "3"}, {"CLUMP_NET=ofi", provider, "CLUMP_SEGMENT_SIZE=8M", "CLUMP_OFI_RMA_MIN=32K"},
+                 {"-N", "2"});
     EXPECT_JOB_OK(r) << provider;
     EXPECT_NE(r.output.find("reads while the sender computes: 3 messages"), std::string::npos) << r.output;
   }

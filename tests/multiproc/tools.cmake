@@ -61,8 +61,10 @@ if(LIBFABRIC_FOUND)
   set_tests_properties(clump_info_lists_the_libfabric_providers PROPERTIES LABELS tools
     PASS_REGULAR_EXPRESSION "libfabric: libfabric 1\\.[0-9]+; reliable-datagram providers: [^\n]*tcp.ofi_rxm[^\n]*\nnetwork between nodes \\(CLUMP_NET=auto\\): udp\n")
   # CLUMP_NET=ofi: the provider FI_PROVIDER names, at the address CLUMP_NET_ADDRESS names.
-  # udp;ofi_rxd comes with its caution (stray datagrams crash it).
-  foreach(provider "tcp|tcp.ofi_rxm|\n\n" "udp|udp.ofi_rxd|\n  udp.ofi_rxd is libfabric's emulation for testing: stray datagrams")
+  # Whether payloads go by RMA reads (tcp;ofi_rxm: from 32 KiB; udp;ofi_rxd:
+  # only when asked). udp;ofi_rxd comes with its caution (stray datagrams crash it).
+  foreach(provider "tcp|tcp.ofi_rxm|\n  medium and long payloads of 32768 bytes and more read by their destination .RMA"
+                   "udp|udp.ofi_rxd|\n  payloads in datagrams .this provider.s reads pay only when CLUMP_OFI_RMA_MIN is set.\n  udp.ofi_rxd is libfabric's emulation for testing: stray datagrams")
     string(REPLACE "|" ";" parts "${provider}")
     list(GET parts 0 name)
     list(GET parts 1 full)
