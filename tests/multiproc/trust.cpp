@@ -304,8 +304,11 @@ int scenario_freed(clump::runtime& rt) {
 // Rank 1 frees an endpoint while rank 0 streams requests to it: every
 // request is either answered by it or comes back (bad_endpoint), none is
 // lost and none reaches the endpoint that takes the slot next. Repeated,
-// freeing after a different number of requests each round.
-int scenario_free_race(clump::runtime& rt, int rounds) {
+// freeing after a different number of requests each round. With
+// `long_bytes`, every third request is a long one of that size into the
+// endpoint's segment (over libfabric from 32 KiB: read into the segment
+// while it is freed).
+int scenario_free_race(clump::runtime& rt, int rounds, size_t long_bytes) {
   clump::endpoint& ep = rt.endpoint();
   int returned = 0;
   ep.on_returned([&](const clump::returned_message& m) {
@@ -315,7 +318,7 @@ int scenario_free_race(clump::runtime& rt, int rounds) {
   std::atomic<int> replies{0};
   auto pong = ep.on_reply([&](clump::token&, uint32_t) { replies.fetch_add(1); });
   constexpr int per_round = 400;
-  std::vector<std::byte> payload(3000, std::byte{7});
+  std::vector<std::byte> payload(long_bytes ? long_bytes : 3000, std::byte{7});
   int total_wrong = 0, total_returned = 0, total_replies = 0;
   for (int round = 0; round < rounds; ++round) {
     constexpr clump::tag_t tag = 0x1122334455667788ull;
@@ -341,7 +344,10 @@ int scenario_free_race(clump::runtime& rt, int rounds) {
       const int to = ep.map_any(x.names[1], tag);
       for (int i = 0; i < per_round; ++i) {
         const auto u = static_cast<uint32_t>(i);
-        CHECK((i % 3 ? ep.request(to, ping, u) : ep.request(to, pping, payload, u)) == clump::status::ok, "send");
+        const clump::status s = i % 3            ? ep.request(to, ping, u)
+                                : long_bytes ? ep.request_long(to, pping, payload, 0, u)
+                                             : ep.request(to, pping, payload, u);
+        CHECK(s == clump::status::ok, "send");
       }
       const auto deadline = steady::now() + std::chrono::seconds(20);
       rt.bundle().wait_until([&] { return replies.load() + returned >= per_round || steady::now() > deadline; });
@@ -905,7 +911,8 @@ int main(int argc, char** argv) {
     else if (what == "freed" && rt.size() >= 2)
       failed = scenario_freed(rt);
     else if (what == "free_race" && rt.size() >= 2)
-      failed = scenario_free_race(rt, argc > 2 ? std::atoi(argv[2]) : 20);
+      failed = scenario_free_race(rt, argc > 2 ? std::atoi(argv[2]) : 20,
+                                  argc > 3 ? static_cast<size_t>(std::atol(argv[3])) : 0);
     else if (what == "garbage" && rt.size() >= 2)
       failed = scenario_garbage(rt, argc > 2 ? std::atoi(argv[2]) : 3000);
     else if ((what == "replace" || what == "replace_own") && rt.size() >= 2)
