@@ -549,8 +549,16 @@ int scenario_idle(clump::runtime& rt) {
                 100 * cpu / wall, wake_us);
     CHECK(wall > 0.5, "the wait ended too early (%.3f s)", wall);
     CHECK(cpu < 0.1 * wall, "the wait burnt %.3f s of CPU in %.3f s", cpu, wall);
-    // A sleeping process is woken promptly (generous bound for a loaded CI machine).
-    CHECK(wake_us < 50000, "woke %.0f us after the message was sent", wake_us);
+    // A sleeping process is woken promptly (generous bound for a loaded CI
+    // machine). Under injected faults the wake-up message itself may be
+    // dropped, and its retransmissions too (a timeout from 5 ms, doubling):
+    // it woke 58 ms after the send once in CI, with a Slurm test beside it.
+    // That is within what a missed wake-up costs (the sleep's 100 ms
+    // backstop), so the setups with faults only check that the message came
+    // within the wait; the fault-free ones check the wake-up itself.
+    const char* faults = std::getenv("CLUMP_NET_FAULT");
+    const double bound_us = faults && *faults ? 500000 : 50000;
+    CHECK(wake_us < bound_us, "woke %.0f us after the message was sent (bound %.0f us)", wake_us, bound_us);
   } else if (rt.rank() == 0) {
     // Being idle here is the point of the test: the peer must sleep meanwhile.
     std::this_thread::sleep_for(std::chrono::seconds(1));
