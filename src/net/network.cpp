@@ -780,9 +780,16 @@ bool network::consume_read(int rank, recv_channel& rc, const decoded& d) noexcep
       messages_read_ += rc.reading == phase::arrived;
       break;
   }
-  if (rc.reading != phase::none && !medium) sink_->read_ended(rc.read_m);
-  rc.reading = phase::none;
+  end_read(rc);
   return true;
+}
+
+void network::end_read(recv_channel& rc) noexcept {
+  // Only a long message's destination was held (read_destination); a
+  // medium one is read into rc.read_buffer.
+  if (rc.reading != recv_channel::read_phase::none && is_long(static_cast<msg_kind>(rc.read_m.kind)))
+    sink_->read_ended(rc.read_m);
+  rc.reading = recv_channel::read_phase::none;
 }
 
 void network::read_done(uint64_t id, bool ok, clock::time_point now) noexcept {
@@ -792,8 +799,7 @@ void network::read_done(uint64_t id, bool ok, clock::time_point now) noexcept {
   recv_channel& rc = p.in[id % channel_count];
   if (rc.reading != recv_channel::read_phase::reading) return;
   if (p.unreachable) {  // its message was dropped with it: only the destination is let go
-    if (is_long(static_cast<msg_kind>(rc.read_m.kind))) sink_->read_ended(rc.read_m);
-    rc.reading = recv_channel::read_phase::none;
+    end_read(rc);
     return;
   }
   rc.reading = ok ? recv_channel::read_phase::arrived : recv_channel::read_phase::failed;
@@ -924,11 +930,7 @@ void network::declare_unreachable(peer_state& p, int rank, const char* why) noex
     rc.assemblies.clear();
     rc.stalled = false;
     // A read under way keeps its destination until it ends (read_done).
-    if (rc.reading != recv_channel::read_phase::reading) {
-      if (rc.reading != recv_channel::read_phase::none && is_long(static_cast<msg_kind>(rc.read_m.kind)))
-        sink_->read_ended(rc.read_m);
-      rc.reading = recv_channel::read_phase::none;
-    }
+    if (rc.reading != recv_channel::read_phase::reading) end_read(rc);
   }
   p.ack_due = false;
 }

@@ -195,6 +195,8 @@ class network {
   bool consume(peer_state& p, int rank, recv_channel& rc, const decoded& d) noexcept;
   bool consume_read(int rank, recv_channel& rc, const decoded& d) noexcept;
   void read_done(uint64_t id, bool ok, clock::time_point now) noexcept;
+  /// The channel's head message is done with its read: its destination is let go.
+  void end_read(recv_channel& rc) noexcept;
   void drain_held(peer_state& p, int rank, recv_channel& rc, clock::time_point now) noexcept;
   void transmit(peer_state& p, int rank, send_entry& e, clock::time_point now) noexcept;
   void send_ack(peer_state& p, int rank, datagram_type type = datagram_type::ack) noexcept;

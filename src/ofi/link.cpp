@@ -190,7 +190,7 @@ class ofi_link final : public net::link {
   bool virtual_addresses_ = false;  // FI_MR_VIRT_ADDR: a read names the address, else the offset in the region
   uint64_t next_key_ = 1;           // without FI_MR_PROV_KEY, clump chooses the keys
   std::vector<fid_mr*> exposed_;    // regions open (closed before the domain)
-  std::atomic<size_t> exposed_count_{0};
+  std::atomic<size_t> exposed_count_{0};  // exposed_.size(), for unfinished() without the lock
   std::vector<std::unique_ptr<buffer>> reads_;  // every read's context made
   std::vector<buffer*> free_reads_;
   std::vector<std::pair<uint64_t, bool>> reads_ended_;  // (id, ok) not yet reported
