@@ -19,7 +19,6 @@
 
 #include "am/endpoint_impl.hpp"
 #include "am/returns.hpp"
-#include "am/via_net/transport.hpp"
 #include "am/via_shm/transport.hpp"
 #include "boot/pmix.hpp"
 #include "shm/wake.hpp"
@@ -46,7 +45,7 @@ process::process() {
   std::string net_failure;
   if ((cfg.boot_fd >= 0 && cfg.size > 1) || by_pmix) {
     try {
-      net_ = std::make_unique<net_transport>(*this, cfg, early_rank);
+      net_ = open_node_transport(*this, cfg, early_rank);
     } catch (const error& e) {
       net_failure = e.what();
     }

@@ -49,8 +49,6 @@ struct remote_endpoint {
   uint32_t slot = 0;
 };
 
-class net_transport;
-
 /// Our endpoint in `slot` as it is now, when it is the one a message from
 /// another process meant (alive, of generation `gen`); else nullptr.
 remote_endpoint* meant(class process& p, uint8_t slot, uint64_t gen, uint64_t& state) noexcept;
@@ -97,8 +95,8 @@ class process {
   /// The transport that polls for what arrives (the network's), or nullptr
   /// when every rank is reached through shared memory.
   transport* polled() noexcept { return polled_; }
-  /// The network transport, or nullptr.
-  net_transport* network_transport() noexcept { return net_.get(); }
+  /// The transport between nodes, or nullptr.
+  const node_transport* between_nodes() const noexcept { return net_.get(); }
   /// Receives from the network now, if there is one. Returns what it found.
   unsigned poll_network() noexcept { return polled_ ? polled_->poll() : 0; }
   /// Endpoint `slot` of this process now has this segment (nullptr: none).
@@ -169,7 +167,7 @@ class process {
   // The transports: shared memory always; the network when some rank is on
   // another node (or CLUMP_PROTOCOL=net). By rank: the one that reaches it.
   std::unique_ptr<transport> shm_;
-  std::unique_ptr<net_transport> net_;
+  std::unique_ptr<node_transport> net_;
   transport* polled_ = nullptr;
   std::vector<transport*> via_;
 

@@ -3,7 +3,9 @@
 // between endpoints of different processes, in the AM layer's terms: shared
 // memory within a node (src/am/via_shm), the network protocol between nodes
 // (src/am/via_net, over any datagram link: UDP, libfabric). Each lives in a
-// folder of its own.
+// folder of its own. A transport between nodes registers itself
+// (node_transport_maker): a new one is a new folder, with no edit in the AM
+// layer.
 //
 // The AM semantics stay above it, in one place each: translations, tags and
 // the checks before a send (send.cpp), returned messages (returns.cpp), flow
@@ -22,10 +24,16 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
+#include <vector>
 
 #include <clump/am.hpp>
 
 #include "shm/packet.hpp"
+
+namespace clump::core {
+struct config;
+}
 
 namespace clump::detail {
 struct endpoint_impl;
@@ -36,8 +44,10 @@ namespace clump::am {
 
 struct remote_endpoint;
 class adaptive_poller;
+class process;
 
-/// Which transport reaches a peer: the one byte the hot path tests.
+/// Which transport reaches a peer: the one byte the hot path tests (net:
+/// any transport between nodes).
 enum class transport_kind : uint8_t { shm, net };
 
 /// One active message as the AM layer hands it to a transport.
@@ -151,5 +161,41 @@ class transport {
   const std::atomic<bool>* watching_ = nullptr;
   const std::atomic<bool>* rung_ = nullptr;
 };
+
+/// A transport between nodes. It is opened before the job is joined (its
+/// address travels with the rendezvous), then started with every rank's.
+class node_transport : public transport {
+ public:
+  node_transport() noexcept : transport(transport_kind::net) {}
+  /// This process's address, for the job's rendezvous.
+  virtual std::vector<std::byte> address_blob() const = 0;
+  /// Starts talking to the job: `addresses[r]` is rank r's blob (empty for
+  /// ranks of this node); `key`, the job's key where it authenticates.
+  virtual void start(uint64_t job, int rank, std::span<const std::vector<std::byte>> addresses,
+                     std::span<const std::byte> key) = 0;
+  /// The address in words (clump::network_address).
+  virtual std::string address_text() const = 0;
+  /// What it counted (clump::network_statistics).
+  virtual network_stats statistics() const noexcept = 0;
+};
+
+/// A kind of transport between nodes that a folder of src/am offers,
+/// registered before main by a static node_transport_maker::add there.
+struct node_transport_maker {
+  /// The value of CLUMP_NET that chooses it, made a valid setting (nullptr:
+  /// none; src/am/via_net takes udp, auto and every kind of net::link).
+  const char* name;
+  /// True when it carries the network that CLUMP_NET names.
+  bool (*takes)(const core::config& cfg);
+  /// Opens it; throws clump::error naming the cause.
+  std::unique_ptr<node_transport> (*open)(process& p, const core::config& cfg, int rank_hint);
+
+  /// Registers `m`. Returns true, for a static initialiser.
+  static bool add(const node_transport_maker& m) noexcept;
+};
+
+/// The transport between nodes that takes CLUMP_NET. Throws clump::error
+/// when none does or it cannot be opened.
+std::unique_ptr<node_transport> open_node_transport(process& p, const core::config& cfg, int rank_hint);
 
 }  // namespace clump::am

@@ -25,6 +25,10 @@ bool link_maker::add(const link_maker& m) noexcept {
   return true;
 }
 
+bool is_link(const std::string& name) noexcept {
+  return std::any_of(makers().begin(), makers().end(), [&](const link_maker& m) { return name == m.name; });
+}
+
 std::unique_ptr<link> open_link(const core::config& cfg) {
   if (cfg.net == "udp") return nullptr;
   for (const link_maker& m : makers()) {

@@ -153,6 +153,9 @@ struct link_maker {
   static bool add(const link_maker& m) noexcept;
 };
 
+/// True when a kind of link of this name is registered.
+bool is_link(const std::string& name) noexcept;
+
 /// Payloads of this many bytes and more go by reads over `l` (SIZE_MAX:
 /// none do): CLUMP_OFI_RMA_MIN where the link reads, not when the job
 /// authenticates its datagrams.

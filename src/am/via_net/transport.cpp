@@ -103,7 +103,7 @@ class net_transport::sink final : public net::sink {
 };
 
 net_transport::net_transport(process& p, const core::config& cfg, int rank_hint)
-    : transport(transport_kind::net), p_(p),
+    : p_(p),
       net_(std::make_unique<net::network>(cfg, rank_hint, net::open_link(cfg))),
       sink_(std::make_unique<sink>(*this)), slot_segments_(cfg.max_endpoints) {
   set_doorbell(net_->watching_flag(), net_->doorbell_flag());
@@ -429,22 +429,11 @@ void net_transport::leave(std::chrono::milliseconds d) noexcept {
                  (unsigned long long)s.fault_delayed);
 }
 
-}  // namespace clump::am
+std::string net_transport::address_text() const { return net_->address_text(); }
 
-namespace clump {
-
-std::string network_address() {
-  am::process* p = am::process::existing();
-  am::net_transport* t = p ? p->network_transport() : nullptr;
-  return t ? t->network().address_text() : std::string();
-}
-
-network_stats network_statistics() noexcept {
+network_stats net_transport::statistics() const noexcept {
   network_stats out{};
-  am::process* p = am::process::existing();
-  am::net_transport* t = p ? p->network_transport() : nullptr;
-  if (!t) return out;
-  const net::statistics s = t->network().stats();
+  const net::statistics s = net_->stats();
   out.datagrams_sent = s.datagrams_sent;
   out.datagrams_received = s.datagrams_received;
   out.messages_sent = s.messages_sent;
@@ -477,4 +466,16 @@ network_stats network_statistics() noexcept {
   return out;
 }
 
-}  // namespace clump
+namespace {
+
+bool takes(const core::config& cfg) { return cfg.net == "udp" || cfg.net == "auto" || net::is_link(cfg.net); }
+
+std::unique_ptr<node_transport> open(process& p, const core::config& cfg, int rank_hint) {
+  return std::make_unique<net_transport>(p, cfg, rank_hint);
+}
+
+[[maybe_unused]] const bool registered = node_transport_maker::add({nullptr, takes, open});
+
+}  // namespace
+
+}  // namespace clump::am

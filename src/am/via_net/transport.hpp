@@ -20,19 +20,18 @@ namespace clump::am {
 
 class process;
 
-class net_transport final : public transport {
+class net_transport final : public node_transport {
  public:
   /// Opens the network's link (before the job is joined: its address travels
   /// with the rendezvous). Throws clump::error.
   net_transport(process& p, const core::config& cfg, int rank_hint);
   ~net_transport() override;
 
-  /// This process's address, for the job's rendezvous.
-  std::vector<std::byte> address_blob() const { return net_->address_blob(); }
-  /// Starts talking to the job: `addresses[r]` is rank r's blob (empty for
-  /// ranks of this node).
-  void start(uint64_t job, int rank, std::span<const std::vector<std::byte>> addresses, std::span<const std::byte> key);
-  net::network& network() noexcept { return *net_; }
+  std::vector<std::byte> address_blob() const override { return net_->address_blob(); }
+  void start(uint64_t job, int rank, std::span<const std::vector<std::byte>> addresses,
+             std::span<const std::byte> key) override;
+  std::string address_text() const override;
+  network_stats statistics() const noexcept override;
 
   bool may_exist(int rank, uint32_t slot) const noexcept override;
   std::unique_ptr<remote_endpoint> reach(int rank, uint32_t slot) noexcept override;
