@@ -325,7 +325,7 @@ TEST(shared_memory, garbage_in_the_queues_is_refused_and_counted) {
 // with a pattern, never gets a byte of the stream.
 TEST(shared_memory, a_released_segment_is_never_written) {
 #ifdef __SANITIZE_THREAD__
-  const std::string rounds = "10";  // TSan checks every byte of each 32 MiB copy: a round takes a second
+  const std::string rounds = "6";  // TSan checks every byte of each 32 MiB copy: a round takes 3-5 s
 #else
   const std::string rounds = "30";
 #endif
@@ -347,7 +347,7 @@ TEST(shared_memory, long_messages_into_unmapped_own_memory_come_back) {
 // memory it left is the program's, and no byte of the stream lands there.
 TEST(shared_memory, own_memory_left_by_the_segment_is_never_written) {
 #ifdef __SANITIZE_THREAD__
-  const std::string rounds = "10";
+  const std::string rounds = "6";
 #else
   const std::string rounds = "30";
 #endif
