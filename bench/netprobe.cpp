@@ -2,6 +2,10 @@
 // strace, without pingpong's limits and round-robin sampling around them.
 //
 //   clumprun -n 2 ./netprobe pingpong [N]                   N round trips of a 2-word short request
+//   clumprun -n 2 ./netprobe echo [N] [BYTES] [SMALL]       N round trips of a BYTES medium request,
+//       echoed by a medium reply; with SMALL, each round trip of BYTES
+//       follows one of SMALL bytes (as the size sweeps of bench/pingpong
+//       and bench/loggp change sizes)
 //   clumprun -n 2 ./netprobe stream [N] [BYTES] [PAUSE_MS] [BURSTS]
 //       BURSTS bursts of N long requests of BYTES into rank 1's segment, each
 //       ended by a flush; with PAUSE_MS, before each burst both ranks stop
@@ -46,8 +50,11 @@ void print_counters(const clump::network_stats& a, const clump::network_stats& b
 int main(int argc, char** argv) {
   clump::runtime rt{argc, argv};
   const bool stream = argc > 1 && std::strcmp(argv[1], "stream") == 0;
-  if (argc > 1 && !stream && std::strcmp(argv[1], "pingpong") != 0) {
-    if (rt.rank() == 0) std::fprintf(stderr, "usage: netprobe pingpong [N] | stream [N] [BYTES] [PAUSE_MS] [BURSTS]\n");
+  const bool echo = argc > 1 && std::strcmp(argv[1], "echo") == 0;
+  if (argc > 1 && !stream && !echo && std::strcmp(argv[1], "pingpong") != 0) {
+    if (rt.rank() == 0)
+      std::fprintf(stderr,
+                   "usage: netprobe pingpong [N] | echo [N] [BYTES] [SMALL] | stream [N] [BYTES] [PAUSE_MS] [BURSTS]\n");
     return 2;
   }
   const long n = argc > 2 ? std::atol(argv[2]) : (stream ? 1000 : 100000);
@@ -60,6 +67,8 @@ int main(int argc, char** argv) {
   uint64_t count = 0;
   auto pong = ep.on_reply([&](clump::token&, uint64_t) { done = true; });
   auto ping = ep.on_request([&](clump::token& t, uint64_t v) { (void)t.reply(pong, v); });
+  auto echoed = ep.on_reply([&](clump::token&, std::span<const std::byte>) { done = true; });
+  auto echo_back = ep.on_request([&](clump::token& t, std::span<const std::byte> p) { (void)t.reply(echoed, p); });
   auto ack = ep.on_reply([&](clump::token&, uint64_t) { acked = true; });
   auto sink = ep.on_request([&](clump::token&, std::span<const std::byte>) { ++count; });
   auto flush = ep.on_request([&](clump::token& t) {
@@ -79,6 +88,29 @@ int main(int argc, char** argv) {
     }
   } else if (rt.rank() >= 2) {
     rt.wait_until([&] { return stop; });
+  } else if (echo) {
+    const size_t small = argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 0;
+    const std::vector<std::byte> big(bytes, std::byte{0x5a}), little(small, std::byte{0x3c});
+    auto once = [&](const std::vector<std::byte>& payload) {
+      (void)ep.request(1, echo_back, std::span<const std::byte>(payload));
+      while (!done) rt.bundle().poll();
+      done = false;
+    };
+    auto round_trips = [&](long k, bool timed, double& secs) {
+      for (long i = 0; i < k; ++i) {
+        if (small) once(little);
+        const auto t0 = steady::now();
+        once(big);
+        if (timed) secs += std::chrono::duration<double>(steady::now() - t0).count();
+      }
+    };
+    double secs = 0;
+    round_trips(std::min(n, 1000L), false, secs);
+    const clump::network_stats s0 = clump::network_statistics();
+    round_trips(n, true, secs);
+    std::printf("one way %.3f us for %zu B over %ld round trips%s\n", secs / static_cast<double>(n) / 2 * 1e6, bytes, n,
+                small ? " (each after one of the small size)" : "");
+    print_counters(s0, clump::network_statistics());
   } else if (!stream) {
     auto round_trips = [&](long k) {
       for (long i = 0; i < k; ++i) {

@@ -846,7 +846,12 @@ void network::run_timers(clock::time_point now) noexcept {
       // it, has no later datagram to reveal its loss (or the loss of its
       // ack), so it goes again after two round trips and an ack delay
       // rather than a whole timeout (the receiver answers a duplicate with
-      // an ack at once).
+      // an ack at once). Not over a reliable link, which loses nothing: its
+      // datagrams are all the timeout's, and a probe only sends again what a
+      // provider is still delivering (a 32 KiB datagram after a run of small
+      // ones, whose round trip is all the probe knows, takes udp;ofi_rxd
+      // several of those round trips).
+      const bool probes = !link_->reliable();
       uint32_t oldest = sc.acked;
       while (oldest != sc.next_seq && sc.at(oldest).held) ++oldest;
       const uint32_t newest_seq = sc.next_seq - 1;
@@ -854,7 +859,7 @@ void network::run_timers(clock::time_point now) noexcept {
       const bool all_held = oldest == sc.next_seq;
       send_entry& e = all_held ? newest : sc.at(oldest);
       const double backoff = static_cast<double>(1u << std::min<uint32_t>(e.transmissions - 1, 8));
-      const bool tail = !all_held && oldest == newest_seq && e.transmissions == 1;
+      const bool tail = probes && !all_held && oldest == newest_seq && e.transmissions == 1;
       const double wait = tail ? probe : std::min(max_rto_us, rto * backoff * (all_held ? 8 : 1));
       auto due = std::max(e.last_sent, sc.progress) + std::chrono::microseconds(static_cast<int64_t>(wait));
       if (due <= now) {
@@ -865,7 +870,7 @@ void network::run_timers(clock::time_point now) noexcept {
           transmit(p, rank, newest, now);
         }
         due = now + std::chrono::microseconds(static_cast<int64_t>(std::min(max_rto_us, 2 * wait)));
-      } else if (!tail && !all_held && newest.transmissions == 1 && !newest.held) {
+      } else if (probes && !tail && !all_held && newest.transmissions == 1 && !newest.held) {
         // The newest's own tail probe, when older datagrams are in flight.
         const auto probe_due =
             std::max(newest.last_sent, sc.progress) + std::chrono::microseconds(static_cast<int64_t>(probe));
