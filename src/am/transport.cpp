@@ -3,27 +3,19 @@
 #include <clump/status.hpp>
 
 #include "am/process.hpp"
+#include "core/registry.hpp"
 #include "core/settings.hpp"
 
 namespace clump::am {
 
-namespace {
-
-std::vector<node_transport_maker>& makers() noexcept {
-  static std::vector<node_transport_maker> list;  // filled by static initialisers, before main; read after
-  return list;
-}
-
-}  // namespace
-
 bool node_transport_maker::add(const node_transport_maker& m) noexcept {
-  makers().push_back(m);
+  core::registered<node_transport_maker>().push_back(m);
   if (m.name) core::link_names().emplace_back(m.name);
   return true;
 }
 
 std::unique_ptr<node_transport> open_node_transport(process& p, const core::config& cfg, int rank_hint) {
-  for (const node_transport_maker& m : makers())
+  for (const node_transport_maker& m : core::registered<node_transport_maker>())
     if (m.takes(cfg)) return m.open(p, cfg, rank_hint);
   // The settings refuse a name no folder registered first.
   throw error(status::bad_arg, "opening the network", "CLUMP_NET=" + cfg.net + " names no transport of this clump");

@@ -6,32 +6,24 @@
 #include <cstdint>
 
 #include "core/log.hpp"
+#include "core/registry.hpp"
 #include "net/wire.hpp"
 
 namespace clump::net {
 
-namespace {
-
-std::vector<link_maker>& makers() noexcept {
-  static std::vector<link_maker> list;  // filled by static initialisers, before main; read after
-  return list;
-}
-
-}  // namespace
-
 bool link_maker::add(const link_maker& m) noexcept {
-  makers().push_back(m);
+  core::registered<link_maker>().push_back(m);
   core::link_names().emplace_back(m.name);
   return true;
 }
 
 bool is_link(const std::string& name) noexcept {
-  return std::any_of(makers().begin(), makers().end(), [&](const link_maker& m) { return name == m.name; });
+  return std::any_of(core::registered<link_maker>().begin(), core::registered<link_maker>().end(), [&](const link_maker& m) { return name == m.name; });
 }
 
 std::unique_ptr<link> open_link(const core::config& cfg) {
   if (cfg.net == "udp") return nullptr;
-  for (const link_maker& m : makers()) {
+  for (const link_maker& m : core::registered<link_maker>()) {
     if (cfg.net == m.name) return m.open(cfg);
     if (cfg.net != "auto" || !m.present()) continue;
     try {
