@@ -18,7 +18,8 @@ bool link_maker::add(const link_maker& m) noexcept {
 }
 
 bool is_link(const std::string& name) noexcept {
-  return std::any_of(core::registered<link_maker>().begin(), core::registered<link_maker>().end(), [&](const link_maker& m) { return name == m.name; });
+  const auto& makers = core::registered<link_maker>();
+  return std::any_of(makers.begin(), makers.end(), [&](const link_maker& m) { return name == m.name; });
 }
 
 std::unique_ptr<link> open_link(const core::config& cfg) {
