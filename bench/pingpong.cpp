@@ -411,6 +411,11 @@ void add_udp_figures(std::vector<figure>& figs, bench::udp_driver& u, const opti
   figs.push_back(make(limits_section, "udp_pingpong_mmsg", "8 B", 8, "us", u.pingpong(bench::udp_mode::echo_mmsg)));
   figs.push_back(make(limits_section, "udp_pingpong_blocking", "8 B", 8, "us",
                       u.pingpong(bench::udp_mode::echo_blocking), peers));
+  {
+    auto totals = std::make_shared<bench::stream_totals>();
+    figs.push_back(make(limits_section, "udp_rate_small", "8 B", 8, "M msg/s", u.rate_small(totals)));
+    figs.back().totals = std::move(totals);
+  }
   const size_t mtu = pingpong::clump_net_mtu();
   for (size_t s : o.quick ? std::vector<size_t>{mtu} : std::vector<size_t>{mtu, 1472}) {
     auto totals = std::make_shared<bench::stream_totals>();

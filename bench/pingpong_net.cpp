@@ -166,6 +166,9 @@ void describe_net(bench::report& rep, path to_peer, const udp_partner& u, int ra
                       "flow control; rank 1 drains them with recvmmsg (MSG_DONTWAIT, batches of 16) and counts; a "
                       "flush datagram answered with the count ends each loop; the figure is the bytes that arrived "
                       "(what the full receive buffer dropped is in the JSON's extra)");
+  rep.notes.push_back("udp_rate_small: 8-byte datagrams sent back to back, one send() each, drained and counted as "
+                      "udp_stream's; the figure is the datagrams that arrived, a second: the bound for a protocol "
+                      "that sends a datagram per message");
   if (to_peer == path::network) {
     rep.notes.push_back("over the network the ratios compare latencies with udp_pingpong_busy and bandwidths with "
                         "udp_stream of clump's datagram size (CLUMP_NET_MTU)");

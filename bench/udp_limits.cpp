@@ -20,6 +20,10 @@ namespace {
 
 enum control_type : uint32_t { ready = 1, data = 2, flush = 3, count = 4, leave = 5, left = 6 };
 
+/// What rate_small's 8-byte datagrams carry: the session, with the top bit
+/// set (a ping's sequence number never has it).
+constexpr uint64_t small_mark(uint64_t session) noexcept { return session | (uint64_t{1} << 63); }
+
 /// A datagram of the benchmark's own went missing for good, or a socket
 /// call failed: the figures would mean nothing, so the run ends.
 [[noreturn]] void fail(const std::string& why) {
@@ -237,7 +241,13 @@ void udp_link::serve_sink(uint64_t session) {
     const int n = ::recvmmsg(fd_, msgs, batch, MSG_DONTWAIT, nullptr);
     for (int i = 0; i < n; ++i) {
       const size_t len = msgs[i].msg_len;
-      if (len < sizeof(udp_control)) continue;  // an old ping
+      if (len == 8) {  // rate_small's, or an old ping
+        uint64_t mark;
+        std::memcpy(&mark, iov[i].iov_base, sizeof mark);
+        if (mark == small_mark(session)) ++datagrams, bytes += len;
+        continue;
+      }
+      if (len < sizeof(udp_control)) continue;
       udp_control c;
       std::memcpy(&c, iov[i].iov_base, sizeof c);
       if (c.session != session) continue;
@@ -400,6 +410,33 @@ workload udp_driver::stream(size_t bytes, std::shared_ptr<stream_totals> totals)
   w.value = [bytes, arrived](double secs, uint64_t) {
     return static_cast<double>(bytes) * static_cast<double>(*arrived) / secs / 1e9;
   };
+  return w;
+}
+
+workload udp_driver::rate_small(std::shared_ptr<stream_totals> totals) {
+  auto arrived = std::make_shared<uint64_t>(0);
+  workload w;
+  w.begin = [this] { begin(udp_mode::sink); };
+  w.end = [this] { end(); };
+  w.run = [this, totals, arrived](uint64_t n, steady::time_point deadline) -> uint64_t {
+    const uint64_t mark = small_mark(session_);
+    uint64_t sent = 0;
+    while (sent < n && steady::now() <= deadline) {
+      const ssize_t k = ::send(link_->fd(), &mark, sizeof mark, 0);
+      if (k == static_cast<ssize_t>(sizeof mark)) {
+        ++sent;
+      } else if (!nothing_yet(k) && errno != ENOBUFS) {
+        fail("send: " + errno_text());
+      }
+    }
+    udp_control got;
+    exchange(flush, count, ++flush_seq_, got, 200, false);
+    totals->sent += sent;
+    totals->arrived += got.a;
+    *arrived = got.a;
+    return sent;
+  };
+  w.value = [arrived](double secs, uint64_t) { return static_cast<double>(*arrived) / secs / 1e6; };
   return w;
 }
 

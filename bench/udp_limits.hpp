@@ -22,7 +22,8 @@
 // and a `leave` datagram, answered by `left`, ends it. Control datagrams
 // (leave, flush) are resent on a timeout, so losing one costs time, never a
 // hang; a ping unanswered for a second ends the run with a message.
-// Formats: pings are exactly 8 bytes (the sequence number); control
+// Formats: pings are exactly 8 bytes (the sequence number), and so are the
+// small datagrams of rate_small (the session with the top bit set); control
 // datagrams are a 32-byte `udp_control`; data datagrams start with one of
 // type data.
 
@@ -121,6 +122,10 @@ class udp_driver {
   /// GB/s arrived (a loop's iterations are the datagrams it sent). `totals`
   /// collects what was sent and what arrived.
   workload stream(size_t bytes, std::shared_ptr<stream_totals> totals);
+  /// 8-byte datagrams sent back to back, one send() each (the bound a
+  /// protocol that sends a datagram per message cannot pass), a flush ending
+  /// each loop; million datagrams a second arrived.
+  workload rate_small(std::shared_ptr<stream_totals> totals);
 
  private:
   void begin(udp_mode mode);
