@@ -369,6 +369,17 @@ workload udp_driver::pingpong(udp_mode mode) {
   return w;
 }
 
+uint64_t udp_driver::end_loop(uint64_t sent, stream_totals& totals, uint64_t& arrived) {
+  // The receiver may still be draining its buffer: the flush waits for it
+  // (resent every 200 us, as it may itself have been dropped by a full buffer).
+  udp_control got;
+  exchange(flush, count, ++flush_seq_, got, 200, false);
+  totals.sent += sent;
+  totals.arrived += got.a;
+  arrived = got.a;
+  return sent;
+}
+
 workload udp_driver::stream(size_t bytes, std::shared_ptr<stream_totals> totals) {
   if (bytes < sizeof(udp_control) || bytes > 65507) fail("a datagram of " + std::to_string(bytes) + " bytes");
   auto buf = std::make_shared<std::vector<std::byte>>(bytes, std::byte{0x5a});
@@ -398,14 +409,7 @@ workload udp_driver::stream(size_t bytes, std::shared_ptr<stream_totals> totals)
         fail("sendmmsg: " + errno_text());
       }
     }
-    // The receiver may still be draining its buffer: the flush waits for it
-    // (resent every 200 us, as it may itself have been dropped by a full buffer).
-    udp_control got;
-    exchange(flush, count, ++flush_seq_, got, 200, false);
-    totals->sent += sent;
-    totals->arrived += got.a;
-    *arrived = got.a;
-    return sent;
+    return end_loop(sent, *totals, *arrived);
   };
   w.value = [bytes, arrived](double secs, uint64_t) {
     return static_cast<double>(bytes) * static_cast<double>(*arrived) / secs / 1e9;
@@ -429,12 +433,7 @@ workload udp_driver::rate_small(std::shared_ptr<stream_totals> totals) {
         fail("send: " + errno_text());
       }
     }
-    udp_control got;
-    exchange(flush, count, ++flush_seq_, got, 200, false);
-    totals->sent += sent;
-    totals->arrived += got.a;
-    *arrived = got.a;
-    return sent;
+    return end_loop(sent, *totals, *arrived);
   };
   w.value = [arrived](double secs, uint64_t) { return static_cast<double>(*arrived) / secs / 1e6; };
   return w;

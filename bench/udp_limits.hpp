@@ -137,6 +137,9 @@ class udp_driver {
   /// Sends control `type` until its answer `answer` comes (resent every
   /// `every_us`); dies after 10 s.
   void exchange(uint32_t type, uint32_t answer, uint32_t seq, udp_control& got, double every_us, bool poll_clump);
+  /// Ends a streaming loop that sent `sent` datagrams: a flush, whose answer
+  /// says what arrived (into `arrived` and `totals`). Returns `sent`.
+  uint64_t end_loop(uint64_t sent, stream_totals& totals, uint64_t& arrived);
 
   udp_link* link_;
   std::function<void(uint64_t, udp_mode)> start_;
