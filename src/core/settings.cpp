@@ -99,6 +99,13 @@ const setting_def registry[] = {
     {"CLUMP_NET_ACK_DELAY_US", setting_type::integer, "100",
      "an explicit acknowledgement waits at most this long for reverse traffic to ride on", false},
     {"CLUMP_NET_RTO_MIN_US", setting_type::integer, "1000", "lower bound of the retransmission timeout", false},
+    {"CLUMP_NET_COALESCE_US", setting_type::integer, "20",
+     "short and medium messages (and long ones that fit) to a peer that still has datagrams in flight are packed "
+     "into one datagram while it fills, for at most this long while the program calls clump (its next send or "
+     "poll sends it; a program that computes without calling clump has it sent by the library's service thread "
+     "within 2 ms); a message to a peer with nothing in flight, and every poll or wait, sends at once; 0: a "
+     "datagram per message",
+     false},
     {"CLUMP_NET_ADDRESS", setting_type::string, "auto",
      "IPv4 address of this process's UDP socket; auto: the first non-loopback interface, else 127.0.0.1 "
      "(clumprun sets 127.0.0.1 for jobs on this machine)",
@@ -303,6 +310,7 @@ config parse() {
   c.net_timeout_ms = static_cast<uint32_t>(timeout);
   c.net_ack_delay_us = static_cast<uint32_t>(integer("CLUMP_NET_ACK_DELAY_US", 0, 1'000'000));
   c.net_rto_min_us = static_cast<uint32_t>(integer("CLUMP_NET_RTO_MIN_US", 10, 10'000'000));
+  c.net_coalesce_us = static_cast<uint32_t>(integer("CLUMP_NET_COALESCE_US", 0, 1'000'000));
   c.net_address = raw("CLUMP_NET_ADDRESS");
   c.net = raw("CLUMP_NET");
   const std::vector<std::string>& links = link_names();

@@ -38,6 +38,7 @@ struct config {
   uint32_t net_timeout_ms;       // retry budget before a peer is declared unreachable; 0: never
   uint32_t net_ack_delay_us;     // an explicit acknowledgement waits at most this long
   uint32_t net_rto_min_us;       // lower bound of the retransmission timeout
+  uint32_t net_coalesce_us;      // a message waits at most this long in an open datagram (0: no packing)
   std::string net_address;       // IPv4 address to bind, or "auto"
   std::string net;               // CLUMP_NET: auto, udp, or a kind of link a transport folder registered (ofi)
   size_t ofi_mtu;                // CLUMP_OFI_MTU: the largest datagram over libfabric (bytes, headers included)

@@ -52,6 +52,7 @@ struct network::send_entry {
   size_t lent_bytes = 0;
   clock::time_point first_sent, last_sent;
   uint32_t transmissions = 0;
+  bool open = false;           // not sent yet: whole messages are packed into it (see send); first_sent: when opened
   bool held = false;           // the receiver holds it (selective ack): probed, not resent
   bool last_fragment = false;  // the message's final fragment: stands for the message if it comes back
   link::exposure exposed;      // a message by a read: its payload, exposed until acknowledged
@@ -74,6 +75,7 @@ struct network::recv_channel {
   clock::time_point arrived[ring_size];    // when each held datagram arrived
   clock::time_point last_arrival;          // when datagram next - 1 arrived (for the ack's delay_us)
   bool stalled = false;                    // the datagram at `next` is held: the am layer had no room, or it is read
+  size_t resume_at = 0;                    // of a packed one at `next`, delivered in part: the record to go on from
   /// The message at `next` when it comes by a read: its payload being read,
   /// read, or not to be had; read_m is that message (its destination stays
   /// in place until the read ends, even if its sender is declared gone).
@@ -124,6 +126,7 @@ network::network(const core::config& cfg, int rank_hint, std::unique_ptr<link> o
   if (injects(cfg.net_fault))
     link_ = std::make_unique<fault_link>(std::move(link_), cfg.net_fault, static_cast<uint64_t>(rank_hint));
   udp_ = dynamic_cast<udp_link*>(link_.get());
+  coalesce_ = std::chrono::microseconds(cfg.net_coalesce_us);
 }
 
 network::~network() {
@@ -232,62 +235,97 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
   const auto ch = is_request(kind) ? channel::request : channel::reply;
   send_channel& sc = p.out[static_cast<unsigned>(ch)];
   const bool payload = carries_payload(kind);
-  const size_t room = fragment_room(on_link([](auto& l) { return l.max_datagram(); }), m.nargs) - trailer_;
+  const size_t most = on_link([](auto& l) { return l.max_datagram(); }) - trailer_;  // a datagram less its trailer
+  const size_t room = fragment_room(most, m.nargs);
   // A lent payload the link can read whole: one datagram that says where it is.
   bool by_read = until && done == 0 && payload && m.length >= read_from_ && m.length <= link_->max_read();
   const auto now = clock::now();
+  // Packing: a whole message that fits in a datagram, copied (not lent),
+  // joins the channel's open datagram, the newest one, not sent yet.
+  const size_t record = record_bytes(m);
+  const bool packs = coalesce_ > clock::duration::zero() && !until && done == 0 && sizeof(datagram_header) + record <= most;
+  send_entry* open = sc.in_flight() && sc.at(sc.next_seq - 1).open ? &sc.at(sc.next_seq - 1) : nullptr;
   status result = status::ok;
-  do {
-    if (sc.in_flight() >= cfg_.net_window) {
-      result = status::in_use;
-      break;
-    }
-    if (sc.in_flight() == 0) p.heard = std::max(p.heard, now);  // the retry budget starts now
-    link::exposure exposed;
-    read_source source{};
-    // (Not exposed, the payload goes in datagrams after all.)
-    if (by_read && !link_->expose(static_cast<const std::byte*>(data), m.length, exposed)) by_read = false;
-    if (by_read) source = {exposed.addr, exposed.key};
-    const uint32_t seq = sc.next_seq++;
-    if (done == 0) m.msg_id = seq;
-    const size_t n = by_read ? sizeof source : payload ? std::min<size_t>(room, m.length - done) : 0;
-    const std::byte* bytes = by_read ? reinterpret_cast<const std::byte*>(&source)
-                                     : static_cast<const std::byte*>(data) + done;
-    send_entry& e = sc.at(seq);
-    const bool lend = until && n && !by_read;
-    e.bytes.resize(data_header_bytes + 4u * m.nargs + (lend ? 0 : n + trailer_));
-    datagram_header h{};
-    h.magic = wire_magic;
-    h.version = wire_version;
-    h.flags = flags_;
-    h.type = static_cast<uint8_t>(datagram_type::data);
-    h.channel = static_cast<uint8_t>(ch);
-    h.job = job_;
-    h.src_rank = static_cast<uint32_t>(rank_);
-    h.dst_rank = static_cast<uint32_t>(peer);
-    h.seq = seq;
-    std::memcpy(e.bytes.data(), &h, sizeof h);
-    m.frag_offset = done;
-    m.how = by_read ? how_read : 0;
-    std::memcpy(e.bytes.data() + sizeof h, &m, sizeof m);
-    if (m.nargs) std::memcpy(e.bytes.data() + data_header_bytes, args, 4u * m.nargs);
-    e.lent = lend ? bytes : nullptr;
-    e.lent_bytes = e.lent ? n : 0;
-    if (n && !lend) std::memcpy(e.bytes.data() + data_header_bytes + 4u * m.nargs, bytes, n);
-    e.exposed = exposed;
-    e.first_sent = now;
-    e.transmissions = 0;
-    e.held = false;
-    done += static_cast<uint32_t>(by_read ? m.length : n);
-    sent_by_read_ += by_read;
-    e.last_fragment = !payload || done == m.length;
-    transmit(p, peer, e, now);
-    if (e.last_fragment) {
-      ++messages_sent_;
-      if (until) *until = sc.next_seq;
-      break;
-    }
-  } while (true);
+  if (packs && open && open->bytes.size() - trailer_ + record <= most) {
+    const size_t at = open->bytes.size() - trailer_;
+    open->bytes.resize(open->bytes.size() + record);
+    m.msg_id = sc.next_seq - 1;
+    m.frag_offset = 0;
+    m.how = 0;
+    write_record(open->bytes.data() + at, m, args, data, payload ? m.length : 0);
+    uint32_t records;
+    std::memcpy(&records, open->bytes.data() + offsetof(datagram_header, records), sizeof records);
+    ++records;
+    std::memcpy(open->bytes.data() + offsetof(datagram_header, records), &records, sizeof records);
+    ++messages_sent_, ++packed_;
+    // Full: it cannot take another message.
+    if (open->bytes.size() - trailer_ + sizeof(message_header) > most) transmit(p, peer, *open, now);
+  } else {
+    // What follows the open datagram must not overtake it.
+    if (open) transmit(p, peer, *open, now);
+    do {
+      if (sc.in_flight() >= cfg_.net_window) {
+        result = status::in_use;
+        break;
+      }
+      if (sc.in_flight() == 0) p.heard = std::max(p.heard, now);  // the retry budget starts now
+      link::exposure exposed;
+      read_source source{};
+      // (Not exposed, the payload goes in datagrams after all.)
+      if (by_read && !link_->expose(static_cast<const std::byte*>(data), m.length, exposed)) by_read = false;
+      if (by_read) source = {exposed.addr, exposed.key};
+      const uint32_t seq = sc.next_seq++;
+      if (done == 0) m.msg_id = seq;
+      const size_t n = by_read ? sizeof source : payload ? std::min<size_t>(room, m.length - done) : 0;
+      const std::byte* bytes = by_read ? reinterpret_cast<const std::byte*>(&source)
+                                       : static_cast<const std::byte*>(data) + done;
+      send_entry& e = sc.at(seq);
+      const bool lend = until && n && !by_read;
+      e.bytes.resize(data_header_bytes + 4u * m.nargs + (lend ? 0 : n + trailer_));
+      datagram_header h{};
+      h.magic = wire_magic;
+      h.version = wire_version;
+      h.flags = flags_;
+      h.type = static_cast<uint8_t>(datagram_type::data);
+      h.channel = static_cast<uint8_t>(ch);
+      h.job = job_;
+      h.src_rank = static_cast<uint32_t>(rank_);
+      h.dst_rank = static_cast<uint32_t>(peer);
+      h.seq = seq;
+      h.records = 1;
+      std::memcpy(e.bytes.data(), &h, sizeof h);
+      m.frag_offset = done;
+      m.how = by_read ? how_read : 0;
+      e.lent = lend ? bytes : nullptr;
+      e.lent_bytes = e.lent ? n : 0;
+      write_record(e.bytes.data() + sizeof h, m, args, bytes, lend ? 0 : n);
+      e.exposed = exposed;
+      e.first_sent = now;
+      e.transmissions = 0;
+      e.held = false;
+      done += static_cast<uint32_t>(by_read ? m.length : n);
+      sent_by_read_ += by_read;
+      e.last_fragment = !payload || done == m.length;
+      // Nagle's rule: a message goes at once when nothing else of the channel
+      // is in flight (a lone ping-pong waits for nothing); otherwise its
+      // datagram stays open for the messages that follow, until it is full,
+      // the program polls, or CLUMP_NET_COALESCE_US has passed.
+      e.open = packs && sc.in_flight() > 1;
+      if (e.open) {
+        if (open_.empty()) open_since_ = now;
+        open_.push_back({peer, static_cast<uint8_t>(ch)});
+      } else {
+        transmit(p, peer, e, now);
+      }
+      if (e.last_fragment) {
+        ++messages_sent_;
+        if (until) *until = sc.next_seq;
+        break;
+      }
+    } while (true);
+  }
+  // The time bound of the open datagrams, while the program sends.
+  if (!open_.empty() && now - open_since_ >= coalesce_) close_open(now);
   next_timer_ = std::min(next_timer_, now + std::chrono::microseconds(static_cast<int64_t>(p.rto_us(cfg_.net_rto_min_us))));
   core::sent_outside();  // see core/tsan.hpp
   // A datagram the link could not send yet (a connection being made) needs
@@ -298,6 +336,23 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
       })) [[unlikely]]
     wake_service();
   return result;
+}
+
+void network::write_record(std::byte* to, const message_header& m, const uint32_t* args, const void* payload,
+                           size_t n) noexcept {
+  std::memcpy(to, &m, sizeof m);
+  if (m.nargs) std::memcpy(to + sizeof m, args, 4u * m.nargs);
+  if (n) std::memcpy(to + sizeof m + 4u * m.nargs, payload, n);
+}
+
+void network::close_open(clock::time_point now) noexcept {
+  for (const open_datagram& o : open_) {
+    peer_state* p = peers_[static_cast<size_t>(o.rank)].get();
+    send_channel& sc = p->out[o.channel];
+    // (Sent already, by a later message or a resend, or given back.)
+    if (sc.in_flight() && sc.at(sc.next_seq - 1).open) transmit(*p, o.rank, sc.at(sc.next_seq - 1), now);
+  }
+  open_.clear();
 }
 
 bool network::settled(int peer, const message_header& m, uint32_t until) noexcept {
@@ -323,6 +378,10 @@ void network::fill_acks(peer_state& p, datagram_header& h, clock::time_point now
 }
 
 void network::transmit(peer_state& p, int rank, send_entry& e, clock::time_point now) noexcept {
+  if (e.open) [[unlikely]] {  // closed now: its round trip starts here
+    e.open = false;
+    e.first_sent = now;
+  }
   // Queued already in the batch not yet sent: once is enough (and its bytes,
   // and their tag, must not change before they leave).
   const uint64_t batch = on_link([](auto& l) { return l.flushes(); });
@@ -405,6 +464,8 @@ unsigned network::poll() noexcept {
 
 unsigned network::poll_locked(clock::time_point now) noexcept {
   if (!sink_) return 0;
+  // A poll, a wait, a barrier: every open datagram goes now.
+  if (!open_.empty()) close_open(now);
   const uint64_t before = link_->counters().datagrams_received;
   // A few batches at most, so that one poll cannot be held forever by a flood.
   for (int round = 0; round < 4; ++round) {
@@ -579,7 +640,7 @@ void network::on_acks(peer_state& p, int rank, const datagram_header& h, clock::
   }
 }
 
-void network::on_data(peer_state& p, int rank, const std::byte* bytes, size_t n, const decoded& d,
+void network::on_data(peer_state& p, int rank, const std::byte* bytes, size_t n, decoded& d,
                       clock::time_point now) noexcept {
   recv_channel& rc = p.in[d.h.channel];
   const int32_t ahead = seq_diff(d.h.seq, rc.next);
@@ -608,7 +669,7 @@ void network::on_data(peer_state& p, int rank, const std::byte* bytes, size_t n,
     next_timer_ = std::min(next_timer_, now + std::chrono::microseconds(cfg_.net_ack_delay_us));
   }
   ++p.unacked;
-  if (ahead == 0 && !rc.stalled && consume(p, rank, rc, d)) {
+  if (ahead == 0 && !rc.stalled && consume_all(p, rank, rc, bytes, d)) {
     ++rc.next;
     rc.last_arrival = now;
     drain_held(p, rank, rc, now);
@@ -651,7 +712,7 @@ void network::drain_held(peer_state& p, int rank, recv_channel& rc, clock::time_
     decoded d;
     decode(slot.data(), slot.size(), job_, static_cast<uint32_t>(rank_), static_cast<uint32_t>(peers_.size()), d,
            flags_);
-    if (!consume(p, rank, rc, d)) {
+    if (!consume_all(p, rank, rc, slot.data(), d)) {
       rc.stalled = true;
       break;
     }
@@ -676,6 +737,22 @@ void network::drain_held(peer_state& p, int rank, recv_channel& rc, clock::time_
     p.ack_since = now;
     next_timer_ = std::min(next_timer_, now + std::chrono::microseconds(cfg_.net_ack_delay_us));
   }
+}
+
+bool network::consume_all(peer_state& p, int rank, recv_channel& rc, const std::byte* bytes, decoded& d) noexcept {
+  if (rc.resume_at > d.at) {  // delivered in part before: on from the record the am layer had no room for
+    d.next = rc.resume_at;
+    next_record(bytes, d);
+  }
+  while (consume(p, rank, rc, d)) {
+    if (d.last_record()) {
+      rc.resume_at = 0;
+      return true;
+    }
+    next_record(bytes, d);
+  }
+  rc.resume_at = d.at;
+  return false;
 }
 
 bool network::consume(peer_state& /*p*/, int rank, recv_channel& rc, const decoded& d) noexcept {
@@ -920,20 +997,28 @@ void network::declare_unreachable(peer_state& p, int rank, const char* why) noex
     send_channel& sc = p.out[c];
     for (uint32_t s = sc.acked; s != sc.next_seq; ++s) {
       send_entry& e = sc.at(s);
+      e.open = false;
       // A payload it may have been reading: its reads fail from now on.
       if (e.exposed.handle) link_->conceal(e.exposed);
       if (!e.last_fragment) continue;
-      give_back_item item{};
-      item.peer = rank;
-      std::memcpy(&item.m, e.bytes.data() + sizeof(datagram_header), sizeof item.m);
-      std::memcpy(item.args, e.bytes.data() + data_header_bytes, 4u * std::min<unsigned>(item.m.nargs, max_args));
-      give_backs_.push_back(item);
+      // Every message it carries (several when packed) comes back.
+      uint32_t records;
+      std::memcpy(&records, e.bytes.data() + offsetof(datagram_header, records), sizeof records);
+      for (size_t i = 0, at = sizeof(datagram_header); i < records; ++i) {
+        give_back_item item{};
+        item.peer = rank;
+        std::memcpy(&item.m, e.bytes.data() + at, sizeof item.m);
+        std::memcpy(item.args, e.bytes.data() + at + sizeof item.m, 4u * std::min<unsigned>(item.m.nargs, max_args));
+        give_backs_.push_back(item);
+        at += record_bytes(item.m);
+      }
     }
     sc.acked = sc.next_seq;
     recv_channel& rc = p.in[c];
     for (auto& h : rc.held) h.clear();
     rc.assemblies.clear();
     rc.stalled = false;
+    rc.resume_at = 0;
     // A read under way keeps its destination until it ends (read_done).
     if (rc.reading != recv_channel::read_phase::reading) end_read(rc);
   }
@@ -1015,7 +1100,7 @@ bool network::work_waiting(clock::time_point now) noexcept {
     return true;
   std::unique_lock lock(mutex_, std::try_to_lock);
   // A program thread holding the lock is not absent.
-  return lock.owns_lock() && (next_timer_ <= now || link_->holding() || !give_backs_.empty());
+  return lock.owns_lock() && (next_timer_ <= now || link_->holding() || !give_backs_.empty() || !open_.empty());
 }
 
 void network::service() noexcept {
@@ -1180,6 +1265,7 @@ statistics network::stats() const noexcept {
   s.covered = covered_.load(std::memory_order_relaxed);
   s.send_errors = u.send_errors;
   s.messages_read = messages_read_;
+  s.messages_packed = packed_;
   s.messages_sent_by_read = sent_by_read_;
   return s;
 }

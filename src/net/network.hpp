@@ -98,6 +98,7 @@ struct statistics {
   uint64_t pings_sent;  // keep-alives sent to silent peers
   uint64_t covered;     // times the service thread took the network over from an absent program
   uint64_t messages_read, messages_sent_by_read;  // messages whose payload was read (link::read)
+  uint64_t messages_packed;  // messages that joined a datagram open with others (CLUMP_NET_COALESCE_US)
 };
 
 class network {
@@ -190,8 +191,11 @@ class network {
   void on_datagram(const std::byte* bytes, size_t n, const origin& from, clock::time_point now) noexcept;
   peer_state* sender_of(const decoded& d, const origin& from) noexcept;
   void on_acks(peer_state& p, int rank, const datagram_header& h, clock::time_point now) noexcept;
-  void on_data(peer_state& p, int rank, const std::byte* bytes, size_t n, const decoded& d,
-               clock::time_point now) noexcept;
+  void on_data(peer_state& p, int rank, const std::byte* bytes, size_t n, decoded& d, clock::time_point now) noexcept;
+  /// Delivers the records of datagram `bytes` (decoded into `d`) at the head
+  /// of `rc`, from where an earlier call stopped; false when the am layer
+  /// had no room for one (the channel stalls; the next call resumes there).
+  bool consume_all(peer_state& p, int rank, recv_channel& rc, const std::byte* bytes, decoded& d) noexcept;
   bool consume(peer_state& p, int rank, recv_channel& rc, const decoded& d) noexcept;
   bool consume_read(int rank, recv_channel& rc, const decoded& d) noexcept;
   void read_done(uint64_t id, bool ok, clock::time_point now) noexcept;
@@ -199,6 +203,11 @@ class network {
   void end_read(recv_channel& rc) noexcept;
   void drain_held(peer_state& p, int rank, recv_channel& rc, clock::time_point now) noexcept;
   void transmit(peer_state& p, int rank, send_entry& e, clock::time_point now) noexcept;
+  /// Writes message `m`, its arguments and `n` payload bytes as one record at `to`.
+  static void write_record(std::byte* to, const message_header& m, const uint32_t* args, const void* payload,
+                           size_t n) noexcept;
+  /// Sends every open datagram (see send).
+  void close_open(clock::time_point now) noexcept;
   void send_ack(peer_state& p, int rank, datagram_type type = datagram_type::ack) noexcept;
   void fill_acks(peer_state& p, datagram_header& h, clock::time_point now) const noexcept;
   void run_timers(clock::time_point now) noexcept;
@@ -242,7 +251,16 @@ class network {
   uint64_t messages_sent_ = 0, messages_delivered_ = 0, retransmits_ = 0, duplicates_ = 0, out_of_order_ = 0,
            acks_sent_ = 0, stalls_ = 0, unreachable_ = 0, pings_sent_ = 0;
   uint64_t refused_[refusal_count] = {};
-  uint64_t messages_read_ = 0, sent_by_read_ = 0;
+  uint64_t messages_read_ = 0, sent_by_read_ = 0, packed_ = 0;
+  /// Packing (CLUMP_NET_COALESCE_US; zero: none). The channels whose newest
+  /// datagram is open, since open_since_ (a channel may have been sent since).
+  clock::duration coalesce_{};
+  struct open_datagram {
+    int rank;
+    uint8_t channel;
+  };
+  std::vector<open_datagram> open_;
+  clock::time_point open_since_;
   /// Long messages of this many bytes and more whose payload is lent go by a
   /// read (link::read), when the link reads and the job does not authenticate.
   size_t read_from_ = SIZE_MAX;

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -162,6 +163,11 @@ void udp_socket::flush(clock::time_point) {
   const size_t total = out_parts_.size();
   ++flushes_;
   if (total == 0) return;
+  // Datagrams to several peers: all in one sendmmsg through the main socket
+  // (receivers know it as well as the sending port), rather than one call
+  // per connected socket.
+  if (std::any_of(out_via_.begin(), out_via_.end(), [&](int v) { return v != out_via_.front(); }))
+    std::fill(out_via_.begin(), out_via_.end(), -1);
   out_msgs_.resize(total);
   for (size_t i = 0, part = 0; i < total; part += out_parts_[i], ++i) {
     out_msgs_[i] = {};

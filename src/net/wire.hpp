@@ -1,14 +1,20 @@
 #pragma once
 // The net protocol's datagram format.
 //
-// Every datagram starts with a datagram_header. A data datagram carries one
-// fragment of one message: a message_header, the message's argument words,
-// then the fragment's payload bytes. An ack datagram carries only the header.
+// Every datagram starts with a datagram_header. A data datagram carries
+// `records` messages: one fragment of one message, or several whole messages
+// packed while the datagram filled (net/network.hpp). Each record is a
+// message_header, the message's argument words, then payload bytes. An ack
+// datagram carries only the header.
 //
-//   datagram_header  64 bytes   who, which job, channel, sequence, acks
-//   message_header   72 bytes   data only: the AM message (same for every fragment)
-//   args             4 x nargs  data only
-//   payload          the rest   data only: bytes [frag_offset, frag_offset + n) of the payload
+//   datagram_header  64 bytes   who, which job, channel, sequence, acks, records
+//   then `records` times:
+//     message_header 72 bytes   the AM message (the same for every fragment)
+//     args           4 x nargs
+//     payload        of one record: the rest of the datagram, bytes
+//                    [frag_offset, frag_offset + n) of the payload; of several:
+//                    each its whole payload (`length` bytes; none for a short
+//                    message or a get), the last ending where the datagram ends
 //
 // Integers are in the sender's byte order; clump runs on little-endian hosts
 // only (x86-64, aarch64), and the version field refuses anything else. Offsets,
@@ -32,7 +38,7 @@ namespace clump::net {
 /// "CLNT" in memory.
 inline constexpr uint32_t wire_magic = 0x544e4c43u;
 /// Bumped whenever the layout or meaning of a datagram changes.
-inline constexpr uint8_t wire_version = 3;
+inline constexpr uint8_t wire_version = 4;
 
 inline constexpr unsigned channel_count = 2;
 enum class channel : uint8_t { request = 0, reply = 1 };
@@ -90,7 +96,9 @@ struct datagram_header {
   /// this datagram left (the receiver's own share of a round trip, as QUIC's
   /// ack delay: the sender keeps it out of its estimate of the path)...
   uint32_t delay_us[channel_count];
-  uint32_t reserved;
+  /// data: how many messages the datagram carries (1: one, or one fragment
+  /// of one; more: whole messages packed, none by a read); ack, ping: 0.
+  uint32_t records;
   /// ...and bit i of held[c] says sequence ack[c] + i is held here, waiting
   /// (selective acknowledgement: the sender need not send it again).
   uint64_t held[channel_count];
@@ -153,6 +161,10 @@ inline constexpr size_t data_header_bytes = sizeof(datagram_header) + sizeof(mes
 inline constexpr size_t fragment_room(size_t mtu, unsigned nargs) noexcept {
   return mtu - data_header_bytes - 4 * nargs;
 }
+/// The bytes of message `m` as a record of a packed datagram: header, arguments, whole payload.
+inline constexpr size_t record_bytes(const message_header& m) noexcept {
+  return sizeof(message_header) + 4u * m.nargs + (carries_payload(static_cast<msg_kind>(m.kind)) ? m.length : 0);
+}
 
 /// Why decode() refused a datagram.
 enum class refusal : uint8_t {
@@ -171,13 +183,17 @@ inline constexpr unsigned refusal_count = 10;
 
 const char* to_string(refusal r) noexcept;
 
-/// A datagram taken apart; pointers into the datagram's bytes.
+/// A datagram taken apart, at one of its records; pointers into the datagram's bytes.
 struct decoded {
   datagram_header h;
-  message_header m;          // data only
+  message_header m;          // data only: the record's message
   uint32_t args[max_args];   // data only
-  const std::byte* payload;  // data only: this fragment's bytes
+  const std::byte* payload;  // data only: this fragment's bytes (the whole payload, packed)
   size_t payload_bytes;
+  size_t at;    // data only: where the record starts in the datagram
+  size_t next;  // data only: where the next record starts (== size after the last)
+  size_t size;  // the datagram's bytes, as decoded
+  bool last_record() const noexcept { return next == size; }
 };
 
 /// Checks and takes apart `n` bytes received from the network for job `job`
@@ -187,6 +203,10 @@ struct decoded {
 /// [bytes, bytes + n).
 refusal decode(const std::byte* bytes, size_t n, uint64_t job, uint32_t me, uint32_t size, decoded& out,
                uint8_t flags = 0) noexcept;
+
+/// Moves `d`, decoded from `bytes` by decode() (which checked every record),
+/// to its next record; only when !d.last_record().
+void next_record(const std::byte* bytes, decoded& d) noexcept;
 
 /// Signed distance between sequence numbers a - b (wrap-around safe).
 inline constexpr int32_t seq_diff(uint32_t a, uint32_t b) noexcept { return static_cast<int32_t>(a - b); }

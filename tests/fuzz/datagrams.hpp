@@ -44,6 +44,7 @@ inline net::datagram_header header_of(const addressing& a, net::datagram_type ty
   h.src_rank = a.src_rank;
   h.dst_rank = a.dst_rank;
   h.seq = type == net::datagram_type::data ? a.seq : 0;
+  h.records = type == net::datagram_type::data ? 1 : 0;
   for (unsigned c = 0; c < net::channel_count; ++c) {
     h.ack[c] = a.ack[c];
     h.held[c] = a.held[c];
@@ -71,6 +72,28 @@ inline bytes make_data(const addressing& a, const net::message_header& m, const 
   std::memcpy(out.data() + sizeof h, &m, sizeof m);
   if (m.nargs) std::memcpy(out.data() + net::data_header_bytes, args, 4u * m.nargs);
   if (payload_bytes) std::memcpy(out.data() + net::data_header_bytes + 4u * m.nargs, payload, payload_bytes);
+  return out;
+}
+
+/// A data datagram packing several whole messages (`ms[i]` with its nargs
+/// words from `args` and, for a medium or long, its whole payload from
+/// `payload`), all of one channel, as network::send() packs them.
+inline bytes make_packed(const addressing& a, const std::vector<net::message_header>& ms, const uint32_t* args,
+                         const std::byte* payload) {
+  const auto kind = static_cast<net::msg_kind>(ms.front().kind);
+  net::datagram_header h = header_of(a, net::datagram_type::data,
+                                     net::is_request(kind) ? net::channel::request : net::channel::reply);
+  h.records = static_cast<uint32_t>(ms.size());
+  bytes out(sizeof h);
+  std::memcpy(out.data(), &h, sizeof h);
+  for (const net::message_header& m : ms) {
+    const size_t at = out.size();
+    out.resize(at + net::record_bytes(m));
+    std::memcpy(out.data() + at, &m, sizeof m);
+    if (m.nargs) std::memcpy(out.data() + at + sizeof m, args, 4u * m.nargs);
+    if (const size_t p = net::record_bytes(m) - sizeof m - 4u * m.nargs)
+      std::memcpy(out.data() + at + sizeof m + 4u * m.nargs, payload, p);
+  }
   return out;
 }
 
@@ -149,6 +172,23 @@ inline std::vector<example> valid_examples(const addressing& a, uint8_t dst_slot
     net::message_header m = header(msg_kind::returned, 3, 17, 0);
     m.aux = 3 | (1u << 8);  // bad tag, of a short request
     add("returned", m, 0);
+  }
+  // Packed: shorts, a medium and a long (a store) in one request datagram;
+  // replies and a returned message in one reply datagram.
+  {
+    net::message_header lng = header(msg_kind::long_request, 2, 48, 0);
+    lng.offset = 256;
+    out.push_back({"packed_requests",
+                   make_packed(a,
+                               {header(msg_kind::short_request, 0, 0, 0), header(msg_kind::short_request, 3, 0, 0),
+                                header(msg_kind::medium_request, 1, 100, 0), lng,
+                                header(msg_kind::short_request, net::max_args, 0, 0)},
+                               args, payload)});
+    out.push_back({"packed_replies",
+                   make_packed(a,
+                               {header(msg_kind::short_reply, 2, 0, 0), header(msg_kind::medium_reply, 0, 64, 0),
+                                header(msg_kind::returned, 1, 9, 0)},
+                               args, payload)});
   }
   return out;
 }

@@ -56,7 +56,7 @@ uint64_t u64(const uint8_t* b, size_t at) {
 
 // Byte offsets of the fields the rules read (wire.hpp); the structs must agree.
 constexpr size_t at_magic = 0, at_version = 4, at_type = 5, at_channel = 6, at_flags = 7, at_job = 8,
-                 at_src = 16, at_dst = 20, at_reserved = 44;
+                 at_src = 16, at_dst = 20, at_records = 44;
 constexpr size_t dh = 64;  // datagram header bytes
 constexpr size_t at_kind = dh + 0, at_nargs = dh + 2, at_length = dh + 12, at_frag = dh + 48;
 constexpr size_t at_m_how = dh + 5, at_m_reserved = dh + 6, at_m_reserved2 = dh + 52;
@@ -64,7 +64,7 @@ constexpr size_t data_headers = dh + 72;
 static_assert(offsetof(datagram_header, version) == at_version && offsetof(datagram_header, type) == at_type &&
               offsetof(datagram_header, channel) == at_channel && offsetof(datagram_header, flags) == at_flags &&
               offsetof(datagram_header, job) == at_job && offsetof(datagram_header, src_rank) == at_src &&
-              offsetof(datagram_header, dst_rank) == at_dst && offsetof(datagram_header, reserved) == at_reserved &&
+              offsetof(datagram_header, dst_rank) == at_dst && offsetof(datagram_header, records) == at_records &&
               sizeof(datagram_header) == dh);
 static_assert(offsetof(message_header, how) == at_m_how - dh && offsetof(message_header, reserved) == at_m_reserved - dh &&
               offsetof(message_header, reserved2) == at_m_reserved2 - dh);
@@ -84,13 +84,32 @@ refusal model(const uint8_t* b, size_t n, uint64_t job, uint32_t me, uint32_t si
   if (u64(b, at_job) != job) return refusal::other_job;
   const uint32_t src = u32(b, at_src), dst = u32(b, at_dst);
   if (src >= size || dst != me || src == me) return refusal::bad_rank;
-  if (u32(b, at_reserved) != 0) return refusal::malformed;
   // The flags a job expects: 0, or flag_auth with or without flag_gcm (a
   // wrong one in an authenticated job is a datagram from outside it).
   if (flags == 0 && b[at_flags] != 0) return refusal::malformed;
   if (flags != 0 && b[at_flags] != flag_auth && b[at_flags] != (flag_auth | flag_gcm)) return refusal::unauthenticated;
-  if (b[at_type] == 2 || b[at_type] == 3) return n == dh ? refusal::none : refusal::malformed;  // an ack or a ping is its header alone
-  if (b[at_type] != 1 || b[at_channel] > 1) return refusal::malformed;
+  const uint32_t records = u32(b, at_records);
+  // An ack or a ping is its header alone, with no records.
+  if (b[at_type] == 2 || b[at_type] == 3) return n == dh && records == 0 ? refusal::none : refusal::malformed;
+  if (b[at_type] != 1 || b[at_channel] > 1 || records == 0) return refusal::malformed;
+  if (records > 1) {
+    // Packed: whole messages in a row, each header, arguments and its whole
+    // payload (none for a short or a get), the last ending with the datagram.
+    size_t at = dh;
+    for (uint32_t i = 0; i < records; ++i) {
+      if (n - at < 72) return refusal::truncated;
+      const uint8_t kind = b[at], nargs = b[at + 2];
+      if (!known_kind(kind) || nargs > 20) return refusal::malformed;
+      if (b[at + 6] || b[at + 7] || u32(b, at + 52)) return refusal::malformed;
+      if ((b[at_channel] == 0) != request_kind(kind)) return refusal::malformed;
+      if (n - at < 72 + 4u * nargs) return refusal::truncated;
+      if (b[at + 5] != 0 || u32(b, at + 48) != 0) return refusal::malformed;  // not by a read, not a fragment
+      const size_t payload = payload_kind(kind) ? u32(b, at + 12) : 0;
+      if (n - at - 72 - 4u * nargs < payload) return refusal::truncated;
+      at += 72 + 4u * nargs + payload;
+    }
+    return at == n ? refusal::none : refusal::malformed;
+  }
   if (n < data_headers) return refusal::truncated;
   const uint8_t kind = b[at_kind], nargs = b[at_nargs];
   if (!known_kind(kind) || nargs > 20) return refusal::malformed;
@@ -131,6 +150,29 @@ void check(const uint8_t* data, size_t n, uint64_t job, uint32_t me, uint32_t si
     return;
   }
   FUZZ_CHECK(a.h.type == static_cast<uint8_t>(datagram_type::data));
+  FUZZ_CHECK(a.size == n && a.at == sizeof(datagram_header));
+  if (a.h.records > 1) {
+    // Every record lies inside the input, whole, one after another, and
+    // encoding each again gives back its bytes; the last ends the input.
+    decoded r = a;
+    for (uint32_t i = 0;; ++i) {
+      FUZZ_CHECK(i < a.h.records);
+      FUZZ_CHECK(r.m.nargs <= max_args && is_valid_kind(r.m.kind) && r.m.frag_offset == 0 && r.m.how == 0);
+      const size_t headers = sizeof(message_header) + 4u * r.m.nargs;
+      FUZZ_CHECK(r.next > r.at && r.next <= n && r.next - r.at == record_bytes(r.m));
+      FUZZ_CHECK(r.payload == bytes + r.at + headers && r.payload_bytes == r.next - r.at - headers);
+      unsigned char again[sizeof(message_header) + 4 * max_args];
+      std::memcpy(again, &r.m, sizeof r.m);
+      std::memcpy(again + sizeof r.m, r.args, 4u * r.m.nargs);
+      FUZZ_CHECK(std::memcmp(again, data + r.at, headers) == 0);
+      if (r.last_record()) {
+        FUZZ_CHECK(i + 1 == a.h.records);
+        break;
+      }
+      next_record(bytes, r);
+    }
+    return;
+  }
   const message_header& m = a.m;
   FUZZ_CHECK(std::memcmp(&a.m, &b.m, sizeof a.m) == 0);
   FUZZ_CHECK(is_valid_kind(m.kind));

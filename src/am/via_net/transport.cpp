@@ -412,13 +412,13 @@ void net_transport::leave(std::chrono::milliseconds d) noexcept {
              net::to_string(static_cast<net::refusal>(r));
   }
   if (!why.empty()) why += ")";
-  core::log_info("network: %llu messages sent (%llu of them read by their destination), %llu delivered (%llu read "
-                 "here); datagrams %llu out, %llu in; %llu retransmitted "
+  core::log_info("network: %llu messages sent (%llu of them read by their destination, %llu packed with others), "
+                 "%llu delivered (%llu read here); datagrams %llu out, %llu in; %llu retransmitted "
                  "(%llu timeouts, %llu tail probes, %llu gaps, %llu replies again), "
                  "%llu duplicates, %llu out of order, %llu acks, %llu stalls, %llu refused%s; faults: %llu "
                  "dropped, %llu duplicated, %llu reordered, %llu delayed",
                  (unsigned long long)s.messages_sent, (unsigned long long)s.messages_sent_by_read,
-                 (unsigned long long)s.messages_delivered, (unsigned long long)s.messages_read,
+                 (unsigned long long)s.messages_packed, (unsigned long long)s.messages_delivered, (unsigned long long)s.messages_read,
                  (unsigned long long)s.datagrams_sent, (unsigned long long)s.datagrams_received,
                  (unsigned long long)s.retransmits, (unsigned long long)s.resent_timeout,
                  (unsigned long long)s.resent_probe, (unsigned long long)s.resent_gap,
