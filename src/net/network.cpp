@@ -743,6 +743,7 @@ bool network::consume_all(peer_state& p, int rank, recv_channel& rc, const std::
   if (rc.resume_at > d.at) {  // delivered in part before: on from the record the am layer had no room for
     d.next = rc.resume_at;
     next_record(bytes, d);
+    ++resumed_;
   }
   while (consume(p, rank, rc, d)) {
     if (d.last_record()) {
@@ -1266,6 +1267,7 @@ statistics network::stats() const noexcept {
   s.send_errors = u.send_errors;
   s.messages_read = messages_read_;
   s.messages_packed = packed_;
+  s.resumed = resumed_;
   s.messages_sent_by_read = sent_by_read_;
   return s;
 }

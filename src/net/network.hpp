@@ -99,6 +99,7 @@ struct statistics {
   uint64_t covered;     // times the service thread took the network over from an absent program
   uint64_t messages_read, messages_sent_by_read;  // messages whose payload was read (link::read)
   uint64_t messages_packed;  // messages that joined a datagram open with others (CLUMP_NET_COALESCE_US)
+  uint64_t resumed;          // packed datagrams delivered in part (a stall), then from the record after
 };
 
 class network {
@@ -251,7 +252,7 @@ class network {
   uint64_t messages_sent_ = 0, messages_delivered_ = 0, retransmits_ = 0, duplicates_ = 0, out_of_order_ = 0,
            acks_sent_ = 0, stalls_ = 0, unreachable_ = 0, pings_sent_ = 0;
   uint64_t refused_[refusal_count] = {};
-  uint64_t messages_read_ = 0, sent_by_read_ = 0, packed_ = 0;
+  uint64_t messages_read_ = 0, sent_by_read_ = 0, packed_ = 0, resumed_ = 0;
   /// Packing (CLUMP_NET_COALESCE_US; zero: none). The channels whose newest
   /// datagram is open, since open_since_ (a channel may have been sent since).
   clock::duration coalesce_{};

@@ -415,7 +415,8 @@ void net_transport::leave(std::chrono::milliseconds d) noexcept {
   core::log_info("network: %llu messages sent (%llu of them read by their destination, %llu packed with others), "
                  "%llu delivered (%llu read here); datagrams %llu out, %llu in; %llu retransmitted "
                  "(%llu timeouts, %llu tail probes, %llu gaps, %llu replies again), "
-                 "%llu duplicates, %llu out of order, %llu acks, %llu stalls, %llu refused%s; faults: %llu "
+                 "%llu duplicates, %llu out of order, %llu acks, %llu stalls (%llu packed datagrams resumed at a record), "
+                 "%llu refused%s; faults: %llu "
                  "dropped, %llu duplicated, %llu reordered, %llu delayed",
                  (unsigned long long)s.messages_sent, (unsigned long long)s.messages_sent_by_read,
                  (unsigned long long)s.messages_packed, (unsigned long long)s.messages_delivered, (unsigned long long)s.messages_read,
@@ -423,7 +424,7 @@ void net_transport::leave(std::chrono::milliseconds d) noexcept {
                  (unsigned long long)s.retransmits, (unsigned long long)s.resent_timeout,
                  (unsigned long long)s.resent_probe, (unsigned long long)s.resent_gap,
                  (unsigned long long)s.resent_reply, (unsigned long long)s.duplicates,
-                 (unsigned long long)s.out_of_order, (unsigned long long)s.acks_sent, (unsigned long long)s.stalls,
+                 (unsigned long long)s.out_of_order, (unsigned long long)s.acks_sent, (unsigned long long)s.stalls, (unsigned long long)s.resumed,
                  (unsigned long long)refused, why.c_str(), (unsigned long long)s.fault_dropped,
                  (unsigned long long)s.fault_duplicated, (unsigned long long)s.fault_reordered,
                  (unsigned long long)s.fault_delayed);
