@@ -125,12 +125,14 @@ class transport {
                                       remote_endpoint& to, const message& m, uint32_t to_gen) noexcept = 0;
 
   // ---- progress (a transport with a receive path of its own) -----------
-  /// True when the transport's doorbell rang while it was watched (it asks
-  /// for a poll now, whatever the poller says). Inline: a bundle tests it on
+  /// True when the transport's doorbell rang while it was watched, or it
+  /// holds sends back for the next poll (it asks for a poll now, whatever
+  /// the poller says). Inline: a bundle tests it on
   /// every poll, before it calls progress().
   bool rang() const noexcept {
     // Relaxed and acquire: as net::network::watching() and rung().
-    return watching_ && watching_->load(std::memory_order_relaxed) && rung_->load(std::memory_order_acquire);
+    return watching_ && ((watching_->load(std::memory_order_relaxed) && rung_->load(std::memory_order_acquire)) ||
+                         waiting_->load(std::memory_order_relaxed));
   }
   /// Receives what came in (into the endpoints' queues), when rang() or
   /// `poller` says it is due; tells the poller what it found. Returns that.
@@ -150,16 +152,21 @@ class transport {
   virtual void leave(std::chrono::milliseconds /*d*/) noexcept {}
 
  protected:
-  /// A transport with a doorbell: the flags rang() tests.
-  void set_doorbell(const std::atomic<bool>& watching, const std::atomic<bool>& rung) noexcept {
+  /// A transport with a doorbell: the flags rang() tests. `waiting`: it
+  /// holds something back for the next poll (the network's open datagrams),
+  /// so the next poll must not skip it.
+  void set_doorbell(const std::atomic<bool>& watching, const std::atomic<bool>& rung,
+                    const std::atomic<bool>& waiting) noexcept {
     watching_ = &watching;
     rung_ = &rung;
+    waiting_ = &waiting;
   }
 
  private:
   transport_kind kind_;
   const std::atomic<bool>* watching_ = nullptr;
   const std::atomic<bool>* rung_ = nullptr;
+  const std::atomic<bool>* waiting_ = nullptr;
 };
 
 /// A transport between nodes. It is opened before the job is joined (its

@@ -99,7 +99,7 @@ const setting_def registry[] = {
     {"CLUMP_NET_ACK_DELAY_US", setting_type::integer, "100",
      "an explicit acknowledgement waits at most this long for reverse traffic to ride on", false},
     {"CLUMP_NET_RTO_MIN_US", setting_type::integer, "1000", "lower bound of the retransmission timeout", false},
-    {"CLUMP_NET_COALESCE_US", setting_type::integer, "20",
+    {"CLUMP_NET_COALESCE_US", setting_type::integer, "50",
      "short and medium messages (and long ones that fit) to a peer that still has datagrams in flight are packed "
      "into one datagram while it fills, for at most this long while the program calls clump (its next send or "
      "poll sends it; a program that computes without calling clump has it sent by the library's service thread "

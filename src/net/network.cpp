@@ -312,7 +312,10 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
       // the program polls, or CLUMP_NET_COALESCE_US has passed.
       e.open = packs && sc.in_flight() > 1;
       if (e.open) {
-        if (open_.empty()) open_since_ = now;
+        if (open_.empty()) {
+          open_since_ = now;
+          open_waiting_.store(true, std::memory_order_relaxed);
+        }
         open_.push_back({peer, static_cast<uint8_t>(ch)});
       } else {
         transmit(p, peer, e, now);
@@ -353,6 +356,7 @@ void network::close_open(clock::time_point now) noexcept {
     if (sc.in_flight() && sc.at(sc.next_seq - 1).open) transmit(*p, o.rank, sc.at(sc.next_seq - 1), now);
   }
   open_.clear();
+  open_waiting_.store(false, std::memory_order_relaxed);
 }
 
 bool network::settled(int peer, const message_header& m, uint32_t until) noexcept {

@@ -174,6 +174,10 @@ class network {
   /// The two flags themselves, for a poller that tests them inline.
   const std::atomic<bool>& watching_flag() const noexcept { return watching_; }
   const std::atomic<bool>& doorbell_flag() const noexcept { return doorbell_; }
+  /// True while a datagram is open (see send): the next poll sends it, so a
+  /// poller must not skip the network then (relaxed: a hint, set by the
+  /// sending thread, which polls next itself, or read by another poller).
+  const std::atomic<bool>& open_flag() const noexcept { return open_waiting_; }
 
   statistics stats() const noexcept;
   /// Writes the windows of every peer to stderr (for debugging: call it from gdb).
@@ -262,6 +266,7 @@ class network {
   };
   std::vector<open_datagram> open_;
   clock::time_point open_since_;
+  std::atomic<bool> open_waiting_{false};  // !open_.empty(), for pollers (open_flag)
   /// Long messages of this many bytes and more whose payload is lent go by a
   /// read (link::read), when the link reads and the job does not authenticate.
   size_t read_from_ = SIZE_MAX;

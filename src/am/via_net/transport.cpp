@@ -106,7 +106,7 @@ net_transport::net_transport(process& p, const core::config& cfg, int rank_hint)
     : p_(p),
       net_(std::make_unique<net::network>(cfg, rank_hint, net::open_link(cfg))),
       sink_(std::make_unique<sink>(*this)), slot_segments_(cfg.max_endpoints) {
-  set_doorbell(net_->watching_flag(), net_->doorbell_flag());
+  set_doorbell(net_->watching_flag(), net_->doorbell_flag(), net_->open_flag());
 }
 
 net_transport::~net_transport() = default;
