@@ -60,8 +60,9 @@ unsigned bundle::poll_endpoints() noexcept {
   // send-stage: netpoll
   // The network first (what it delivers lands in the queues polled below),
   // but only as often as the adaptive poller says.
-  if (am::transport* t = impl_->proc->polled()) [[unlikely]]
-    if (t->rang() || impl_->net_poller.due()) t->progress(impl_->net_poller);
+  am::transport* const net = impl_->proc->polled();
+  if (net) [[unlikely]]
+    if (net->rang() || impl_->net_poller.due()) net->progress(impl_->net_poller);
   // send-stage: poll
   for (endpoint_impl* e : l->eps) {
     // Look at the two heads here, inline: an empty poll is then a few loads.
@@ -76,6 +77,10 @@ unsigned bundle::poll_endpoints() noexcept {
   // Relaxed: a hint; the list has its own lock.
   if (orphans_waiting.load(std::memory_order_relaxed)) [[unlikely]]
     retry_orphans(*impl_->proc);  // returns a freed endpoint left behind
+  // What the handlers sent (replies, packed together) goes now, not at the
+  // next poll: this process may not be scheduled again soon.
+  if (net && net->holding()) [[unlikely]]
+    net->flush();
   return n;
 }
 

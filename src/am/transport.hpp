@@ -134,6 +134,10 @@ class transport {
     return watching_ && ((watching_->load(std::memory_order_relaxed) && rung_->load(std::memory_order_acquire)) ||
                          waiting_->load(std::memory_order_relaxed));
   }
+  /// True when the transport holds sends back for the next poll (inline, as rang()).
+  bool holding() const noexcept { return waiting_ && waiting_->load(std::memory_order_relaxed); }
+  /// Sends what it holds back, now.
+  virtual void flush() noexcept {}
   /// Receives what came in (into the endpoints' queues), when rang() or
   /// `poller` says it is due; tells the poller what it found. Returns that.
   virtual unsigned progress(adaptive_poller& /*poller*/) noexcept { return 0; }

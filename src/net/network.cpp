@@ -32,10 +32,13 @@ constexpr auto absent_after = std::chrono::milliseconds(2);
 
 double micros(clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
-/// A datagram whose delivery its sender may be waiting to hear of, to reuse
-/// a lent payload: the last of a message of several, or a message by a read.
+/// A datagram whose delivery its sender is waiting to hear of, to reuse a
+/// lent payload: the last of a message of several, or a message by a read.
+/// (The last of a copied message waits for the usual ack: an ack of its own
+/// would cost the receiver a system call before it even runs the handler.)
 bool sender_waits(const decoded& d) noexcept {
-  return d.m.how == how_read || (d.m.frag_offset > 0 && d.m.frag_offset + d.payload_bytes == d.m.length);
+  return d.m.how == how_read ||
+         (d.m.lent && d.m.frag_offset > 0 && d.m.frag_offset + d.payload_bytes == d.m.length);
 }
 
 /// A read's id (link::read): the channel whose head message it is for.
@@ -84,9 +87,11 @@ struct network::recv_channel {
   std::vector<std::byte> read_buffer;  // a medium message's payload, read here (a long one goes to its segment)
   struct assembly {
     uint32_t msg_id;
-    std::vector<std::byte> data;
+    uint32_t length;
+    std::vector<std::byte> data;  // at least `length` bytes
   };
   std::vector<assembly> assemblies;  // medium messages whose fragments are arriving
+  std::vector<std::byte> spare;      // the buffer of the last one assembled, for the next (not zeroed again)
   std::vector<std::byte>& at(uint32_t seq) noexcept { return held[seq % ring_size]; }
 };
 
@@ -252,6 +257,7 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
     m.msg_id = sc.next_seq - 1;
     m.frag_offset = 0;
     m.how = 0;
+    m.lent = 0;
     write_record(open->bytes.data() + at, m, args, data, payload ? m.length : 0);
     uint32_t records;
     std::memcpy(&records, open->bytes.data() + offsetof(datagram_header, records), sizeof records);
@@ -296,6 +302,7 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
       std::memcpy(e.bytes.data(), &h, sizeof h);
       m.frag_offset = done;
       m.how = by_read ? how_read : 0;
+      m.lent = until != nullptr;  // its sender waits for the end (settled)
       e.lent = lend ? bytes : nullptr;
       e.lent_bytes = e.lent ? n : 0;
       write_record(e.bytes.data() + sizeof h, m, args, bytes, lend ? 0 : n);
@@ -464,6 +471,14 @@ unsigned network::poll() noexcept {
   }
   if (sink_) sink_->after_poll();
   return n;
+}
+
+void network::flush() noexcept {
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || open_.empty()) return;
+  const auto now = clock::now();
+  close_open(now);
+  on_link([&](auto& l) { l.flush(now); });
 }
 
 unsigned network::poll_locked(clock::time_point now) noexcept {
@@ -800,16 +815,19 @@ bool network::consume(peer_state& /*p*/, int rank, recv_channel& rc, const decod
       ++refused_[static_cast<unsigned>(refusal::malformed)];
       return true;
     }
-    rc.assemblies.push_back({m.msg_id, std::vector<std::byte>(m.length)});
+    rc.assemblies.push_back({m.msg_id, m.length, {}});
     it = rc.assemblies.end() - 1;
+    it->data.swap(rc.spare);
+    if (it->data.size() < m.length) it->data.resize(m.length);
   }
-  if (it->data.size() != m.length) {  // fragments that disagree: a corrupt sender
+  if (it->length != m.length) {  // fragments that disagree: a corrupt sender
     ++refused_[static_cast<unsigned>(refusal::malformed)];
     return true;
   }
   std::memcpy(it->data.data() + m.frag_offset, d.payload, d.payload_bytes);
   if (!last) return true;
   if (!sink_->deliver(rank, m, d.args, it->data.data())) return false;
+  if (it->data.capacity() > rc.spare.capacity()) rc.spare.swap(it->data);
   rc.assemblies.erase(it);
   ++messages_delivered_;
   return true;

@@ -145,6 +145,9 @@ class network {
   /// datagrams received (acks and fragments too: the activity an adaptive
   /// poller follows). Returns 0 at once when another thread is at it.
   unsigned poll() noexcept;
+  /// Sends the open datagrams now (see send), unless another thread is at
+  /// the network (it sends them itself).
+  void flush() noexcept;
 
   /// The launcher says `peer`'s process has exited: it is unreachable now
   /// (what it did not acknowledge comes back), without waiting out the timeout.

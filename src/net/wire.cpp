@@ -30,7 +30,7 @@ refusal take_record(const std::byte* bytes, size_t n, size_t at, uint8_t channel
   std::memcpy(&out.m, bytes + at, sizeof out.m);
   const message_header& m = out.m;
   if (!is_valid_kind(m.kind) || m.nargs > max_args) return refusal::malformed;
-  if (m.reserved[0] || m.reserved[1] || m.reserved2) return refusal::malformed;
+  if (m.lent > 1 || m.reserved || m.reserved2) return refusal::malformed;
   const auto kind = static_cast<msg_kind>(m.kind);
   // Requests travel on the request channel, everything else on the reply channel.
   if ((channel == static_cast<uint8_t>(channel::request)) != is_request(kind)) return refusal::malformed;
@@ -41,8 +41,8 @@ refusal take_record(const std::byte* bytes, size_t n, size_t at, uint8_t channel
   out.at = at;
   out.payload = bytes + at + headers;
   if (packed) {
-    // Whole, and in the datagram.
-    if (m.how || m.frag_offset) return refusal::malformed;
+    // Whole, in the datagram, copied.
+    if (m.how || m.frag_offset || m.lent) return refusal::malformed;
     out.payload_bytes = carries_payload(kind) ? m.length : 0;
     if (n - at - headers < out.payload_bytes) return refusal::truncated;
     out.next = at + headers + out.payload_bytes;

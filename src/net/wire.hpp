@@ -125,7 +125,8 @@ struct message_header {
   uint8_t src_slot;    // sending endpoint
   uint8_t dst_slot;    // receiving endpoint
   uint8_t how;         // 0: the payload travels in the datagrams; how_read: it is read (medium, long)
-  uint8_t reserved[2];
+  uint8_t lent;        // 1: the sender lent its payload and waits to reuse it (ack the last fragment at once); else 0
+  uint8_t reserved;
   uint32_t msg_id;     // sequence number of the message's first fragment (reassembly key)
   uint32_t length;     // payload bytes of the whole message
   uint64_t dst_gen;    // the generation of the receiving endpoint the sender means (endpoint_name::generation)

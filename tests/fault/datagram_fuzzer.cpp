@@ -418,7 +418,7 @@ constexpr field fields[] = {
     magic_f, version_f, type_f, channel_f, DATAGRAM(flags), DATAGRAM(job), src_f, dst_f, DATAGRAM(seq),
     DATAGRAM_AT(ack, 0), DATAGRAM_AT(ack, 1), DATAGRAM_AT(delay_us, 0), DATAGRAM_AT(delay_us, 1), DATAGRAM(records), DATAGRAM_AT(held, 0),
     DATAGRAM_AT(held, 1), kind_f, MESSAGE(handler), nargs_f, MESSAGE(src_slot), MESSAGE(dst_slot),
-    MESSAGE_AT(reserved, 0), MESSAGE_AT(reserved, 1), MESSAGE_AT(reserved, 2), MESSAGE(msg_id),
+    MESSAGE(how), MESSAGE(lent), MESSAGE(reserved), MESSAGE(msg_id),
     MESSAGE(reserved2), MESSAGE(dst_gen), MESSAGE(src_gen), MESSAGE(tag), MESSAGE(src_tag), length_f, frag_f,
     MESSAGE(offset), MESSAGE(aux),
 };

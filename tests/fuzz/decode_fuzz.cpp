@@ -59,14 +59,15 @@ constexpr size_t at_magic = 0, at_version = 4, at_type = 5, at_channel = 6, at_f
                  at_src = 16, at_dst = 20, at_records = 44;
 constexpr size_t dh = 64;  // datagram header bytes
 constexpr size_t at_kind = dh + 0, at_nargs = dh + 2, at_length = dh + 12, at_frag = dh + 48;
-constexpr size_t at_m_how = dh + 5, at_m_reserved = dh + 6, at_m_reserved2 = dh + 52;
+constexpr size_t at_m_how = dh + 5, at_m_lent = dh + 6, at_m_reserved = dh + 7, at_m_reserved2 = dh + 52;
 constexpr size_t data_headers = dh + 72;
 static_assert(offsetof(datagram_header, version) == at_version && offsetof(datagram_header, type) == at_type &&
               offsetof(datagram_header, channel) == at_channel && offsetof(datagram_header, flags) == at_flags &&
               offsetof(datagram_header, job) == at_job && offsetof(datagram_header, src_rank) == at_src &&
               offsetof(datagram_header, dst_rank) == at_dst && offsetof(datagram_header, records) == at_records &&
               sizeof(datagram_header) == dh);
-static_assert(offsetof(message_header, how) == at_m_how - dh && offsetof(message_header, reserved) == at_m_reserved - dh &&
+static_assert(offsetof(message_header, how) == at_m_how - dh && offsetof(message_header, lent) == at_m_lent - dh &&
+              offsetof(message_header, reserved) == at_m_reserved - dh &&
               offsetof(message_header, reserved2) == at_m_reserved2 - dh);
 static_assert(offsetof(message_header, nargs) == at_nargs - dh && offsetof(message_header, length) == at_length - dh &&
               offsetof(message_header, frag_offset) == at_frag - dh && data_header_bytes == data_headers);
@@ -100,10 +101,11 @@ refusal model(const uint8_t* b, size_t n, uint64_t job, uint32_t me, uint32_t si
       if (n - at < 72) return refusal::truncated;
       const uint8_t kind = b[at], nargs = b[at + 2];
       if (!known_kind(kind) || nargs > 20) return refusal::malformed;
-      if (b[at + 6] || b[at + 7] || u32(b, at + 52)) return refusal::malformed;
+      if (b[at + 6] > 1 || b[at + 7] || u32(b, at + 52)) return refusal::malformed;
       if ((b[at_channel] == 0) != request_kind(kind)) return refusal::malformed;
       if (n - at < 72 + 4u * nargs) return refusal::truncated;
-      if (b[at + 5] != 0 || u32(b, at + 48) != 0) return refusal::malformed;  // not by a read, not a fragment
+      // Not by a read, not a fragment, not lent.
+      if (b[at + 5] != 0 || u32(b, at + 48) != 0 || b[at + 6] != 0) return refusal::malformed;
       const size_t payload = payload_kind(kind) ? u32(b, at + 12) : 0;
       if (n - at - 72 - 4u * nargs < payload) return refusal::truncated;
       at += 72 + 4u * nargs + payload;
@@ -113,8 +115,8 @@ refusal model(const uint8_t* b, size_t n, uint64_t job, uint32_t me, uint32_t si
   if (n < data_headers) return refusal::truncated;
   const uint8_t kind = b[at_kind], nargs = b[at_nargs];
   if (!known_kind(kind) || nargs > 20) return refusal::malformed;
-  if (b[at_m_reserved] || b[at_m_reserved + 1] || u32(b, at_m_reserved2))
-    return refusal::malformed;  // reserved fields are zero
+  if (b[at_m_lent] > 1 || b[at_m_reserved] || u32(b, at_m_reserved2))
+    return refusal::malformed;  // lent is 0 or 1; reserved fields are zero
   if ((b[at_channel] == 0) != request_kind(kind)) return refusal::malformed;  // requests on channel 0 only
   if (n < data_headers + 4u * nargs) return refusal::truncated;
   const uint64_t fragment = n - data_headers - 4u * nargs;
@@ -157,7 +159,8 @@ void check(const uint8_t* data, size_t n, uint64_t job, uint32_t me, uint32_t si
     decoded r = a;
     for (uint32_t i = 0;; ++i) {
       FUZZ_CHECK(i < a.h.records);
-      FUZZ_CHECK(r.m.nargs <= max_args && is_valid_kind(r.m.kind) && r.m.frag_offset == 0 && r.m.how == 0);
+      FUZZ_CHECK(r.m.nargs <= max_args && is_valid_kind(r.m.kind) && r.m.frag_offset == 0 && r.m.how == 0 &&
+                 r.m.lent == 0);
       const size_t headers = sizeof(message_header) + 4u * r.m.nargs;
       FUZZ_CHECK(r.next > r.at && r.next <= n && r.next - r.at == record_bytes(r.m));
       FUZZ_CHECK(r.payload == bytes + r.at + headers && r.payload_bytes == r.next - r.at - headers);

@@ -42,6 +42,7 @@ class net_transport final : public node_transport {
                               const message& m, uint32_t to_gen) noexcept override;
   unsigned progress(adaptive_poller& poller) noexcept override;
   unsigned poll() noexcept override;
+  void flush() noexcept override { net_->flush(); }
   void before_sleep() noexcept override { net_->arm(); }
   void after_sleep() noexcept override { net_->disarm(); }
   void segment_changed(uint32_t slot, std::byte* base, size_t length) noexcept override;
