@@ -244,12 +244,23 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
   const size_t room = fragment_room(most, m.nargs);
   // A lent payload the link can read whole: one datagram that says where it is.
   bool by_read = until && done == 0 && payload && m.length >= read_from_ && m.length <= link_->max_read();
-  const auto now = clock::now();
   // Packing: a whole message that fits in a datagram, copied (not lent),
   // joins the channel's open datagram, the newest one, not sent yet.
   const size_t record = record_bytes(m);
   const bool packs = coalesce_ > clock::duration::zero() && !until && done == 0 && sizeof(datagram_header) + record <= most;
   send_entry* open = sc.in_flight() && sc.at(sc.next_seq - 1).open ? &sc.at(sc.next_seq - 1) : nullptr;
+  // The end of every send that may have queued datagrams.
+  auto finish = [&](clock::time_point now) {
+    // The time bound of the open datagrams, while the program sends.
+    if (!open_.empty() && now - open_since_ >= coalesce_) close_open(now);
+    // A datagram the link could not send yet (a connection being made) needs
+    // progress even while this thread blocks elsewhere: the service thread's.
+    if (on_link([&](auto& l) {
+          l.flush(now);
+          return l.needs_progress();
+        })) [[unlikely]]
+      wake_service();
+  };
   status result = status::ok;
   if (packs && open && open->bytes.size() - trailer_ + record <= most) {
     const size_t at = open->bytes.size() - trailer_;
@@ -264,87 +275,87 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
     ++records;
     std::memcpy(open->bytes.data() + offsetof(datagram_header, records), &records, sizeof records);
     ++messages_sent_, ++packed_;
-    // Full: it cannot take another message.
-    if (open->bytes.size() - trailer_ + sizeof(message_header) > most) transmit(p, peer, *open, now);
-  } else {
-    // What follows the open datagram must not overtake it.
-    if (open) transmit(p, peer, *open, now);
-    do {
-      if (sc.in_flight() >= cfg_.net_window) {
-        result = status::in_use;
-        break;
-      }
-      if (sc.in_flight() == 0) p.heard = std::max(p.heard, now);  // the retry budget starts now
-      link::exposure exposed;
-      read_source source{};
-      // (Not exposed, the payload goes in datagrams after all.)
-      if (by_read && !link_->expose(static_cast<const std::byte*>(data), m.length, exposed)) by_read = false;
-      if (by_read) source = {exposed.addr, exposed.key};
-      const uint32_t seq = sc.next_seq++;
-      if (done == 0) m.msg_id = seq;
-      const size_t n = by_read ? sizeof source : payload ? std::min<size_t>(room, m.length - done) : 0;
-      const std::byte* bytes = by_read ? reinterpret_cast<const std::byte*>(&source)
-                                       : static_cast<const std::byte*>(data) + done;
-      send_entry& e = sc.at(seq);
-      const bool lend = until && n && !by_read;
-      e.bytes.resize(data_header_bytes + 4u * m.nargs + (lend ? 0 : n + trailer_));
-      datagram_header h{};
-      h.magic = wire_magic;
-      h.version = wire_version;
-      h.flags = flags_;
-      h.type = static_cast<uint8_t>(datagram_type::data);
-      h.channel = static_cast<uint8_t>(ch);
-      h.job = job_;
-      h.src_rank = static_cast<uint32_t>(rank_);
-      h.dst_rank = static_cast<uint32_t>(peer);
-      h.seq = seq;
-      h.records = 1;
-      std::memcpy(e.bytes.data(), &h, sizeof h);
-      m.frag_offset = done;
-      m.how = by_read ? how_read : 0;
-      m.lent = until != nullptr;  // its sender waits for the end (settled)
-      e.lent = lend ? bytes : nullptr;
-      e.lent_bytes = e.lent ? n : 0;
-      write_record(e.bytes.data() + sizeof h, m, args, bytes, lend ? 0 : n);
-      e.exposed = exposed;
-      e.first_sent = now;
-      e.transmissions = 0;
-      e.held = false;
-      done += static_cast<uint32_t>(by_read ? m.length : n);
-      sent_by_read_ += by_read;
-      e.last_fragment = !payload || done == m.length;
-      // Nagle's rule: a message goes at once when nothing else of the channel
-      // is in flight (a lone ping-pong waits for nothing); otherwise its
-      // datagram stays open for the messages that follow, until it is full,
-      // the program polls, or CLUMP_NET_COALESCE_US has passed.
-      e.open = packs && sc.in_flight() > 1;
-      if (e.open) {
-        if (open_.empty()) {
-          open_since_ = now;
-          open_waiting_.store(true, std::memory_order_relaxed);
-        }
-        open_.push_back({peer, static_cast<uint8_t>(ch)});
-      } else {
-        transmit(p, peer, e, now);
-      }
-      if (e.last_fragment) {
-        ++messages_sent_;
-        if (until) *until = sc.next_seq;
-        break;
-      }
-    } while (true);
+    core::sent_outside();  // see core/tsan.hpp
+    // Full: it cannot take another message. Not full, the time bound is
+    // looked at every 16th message only (a clock read costs as much as the
+    // rest of this path).
+    const bool full = open->bytes.size() - trailer_ + sizeof(message_header) > most;
+    if (!full && (packed_ & 15) != 0) return status::ok;
+    const auto now = clock::now();
+    if (full) transmit(p, peer, *open, now);
+    finish(now);
+    return status::ok;
   }
-  // The time bound of the open datagrams, while the program sends.
-  if (!open_.empty() && now - open_since_ >= coalesce_) close_open(now);
+  const auto now = clock::now();
+  // What follows the open datagram must not overtake it.
+  if (open) transmit(p, peer, *open, now);
+  do {
+    if (sc.in_flight() >= cfg_.net_window) {
+      result = status::in_use;
+      break;
+    }
+    if (sc.in_flight() == 0) p.heard = std::max(p.heard, now);  // the retry budget starts now
+    link::exposure exposed;
+    read_source source{};
+    // (Not exposed, the payload goes in datagrams after all.)
+    if (by_read && !link_->expose(static_cast<const std::byte*>(data), m.length, exposed)) by_read = false;
+    if (by_read) source = {exposed.addr, exposed.key};
+    const uint32_t seq = sc.next_seq++;
+    if (done == 0) m.msg_id = seq;
+    const size_t n = by_read ? sizeof source : payload ? std::min<size_t>(room, m.length - done) : 0;
+    const std::byte* bytes = by_read ? reinterpret_cast<const std::byte*>(&source)
+                                     : static_cast<const std::byte*>(data) + done;
+    send_entry& e = sc.at(seq);
+    const bool lend = until && n && !by_read;
+    e.bytes.resize(data_header_bytes + 4u * m.nargs + (lend ? 0 : n + trailer_));
+    datagram_header h{};
+    h.magic = wire_magic;
+    h.version = wire_version;
+    h.flags = flags_;
+    h.type = static_cast<uint8_t>(datagram_type::data);
+    h.channel = static_cast<uint8_t>(ch);
+    h.job = job_;
+    h.src_rank = static_cast<uint32_t>(rank_);
+    h.dst_rank = static_cast<uint32_t>(peer);
+    h.seq = seq;
+    h.records = 1;
+    std::memcpy(e.bytes.data(), &h, sizeof h);
+    m.frag_offset = done;
+    m.how = by_read ? how_read : 0;
+    m.lent = until != nullptr;  // its sender waits for the end (settled)
+    e.lent = lend ? bytes : nullptr;
+    e.lent_bytes = e.lent ? n : 0;
+    write_record(e.bytes.data() + sizeof h, m, args, bytes, lend ? 0 : n);
+    e.exposed = exposed;
+    e.first_sent = now;
+    e.transmissions = 0;
+    e.held = false;
+    done += static_cast<uint32_t>(by_read ? m.length : n);
+    sent_by_read_ += by_read;
+    e.last_fragment = !payload || done == m.length;
+    // Nagle's rule: a message goes at once when nothing else of the channel
+    // is in flight (a lone ping-pong waits for nothing); otherwise its
+    // datagram stays open for the messages that follow, until it is full,
+    // the program polls, or CLUMP_NET_COALESCE_US has passed.
+    e.open = packs && sc.in_flight() > 1;
+    if (e.open) {
+      if (open_.empty()) {
+        open_since_ = now;
+        open_waiting_.store(true, std::memory_order_relaxed);
+      }
+      open_.push_back({peer, static_cast<uint8_t>(ch)});
+    } else {
+      transmit(p, peer, e, now);
+    }
+    if (e.last_fragment) {
+      ++messages_sent_;
+      if (until) *until = sc.next_seq;
+      break;
+    }
+  } while (true);
   next_timer_ = std::min(next_timer_, now + std::chrono::microseconds(static_cast<int64_t>(p.rto_us(cfg_.net_rto_min_us))));
   core::sent_outside();  // see core/tsan.hpp
-  // A datagram the link could not send yet (a connection being made) needs
-  // progress even while this thread blocks elsewhere: the service thread's.
-  if (on_link([&](auto& l) {
-        l.flush(now);
-        return l.needs_progress();
-      })) [[unlikely]]
-    wake_service();
+  finish(now);
   return result;
 }
 
@@ -462,12 +473,13 @@ void network::send_ack(peer_state& p, int rank, datagram_type type) noexcept {
 unsigned network::poll() noexcept {
   // The program looks after the network: the service thread need not (see service()).
   // Relaxed: a hint for the service thread, read with a margin of milliseconds.
-  program_polled_.store(clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  const auto now = clock::now();
+  program_polled_.store(now.time_since_epoch().count(), std::memory_order_relaxed);
   unsigned n = 0;
   {
     std::unique_lock lock(mutex_, std::try_to_lock);
     if (!lock.owns_lock()) return 0;
-    n = poll_locked(clock::now());
+    n = poll_locked(now);
   }
   if (sink_) sink_->after_poll();
   return n;
