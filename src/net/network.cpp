@@ -342,6 +342,11 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
       if (open_.empty()) {
         open_since_ = now;
         open_waiting_.store(true, std::memory_order_relaxed);
+        // For a program that computes now without calling clump: the
+        // service thread covers for it once it is absent (service()), and
+        // must not sleep past that on an older timer (its doorbell wait).
+        next_timer_ = std::min(next_timer_, now + coalesce_);
+        if (watching_.load(std::memory_order_relaxed)) wake_service();
       }
       open_.push_back({peer, static_cast<uint8_t>(ch)});
     } else {

@@ -732,6 +732,46 @@ int scenario_dead_peer(clump::runtime& rt) {
   std::_Exit(failures ? 1 : 0);  // the runtime's final barrier would wait for the victim
 }
 
+// ---- a packed message while its sender computes ------------------------------
+
+int scenario_held(clump::runtime& rt, int compute_ms) {
+  // Rank 0 sends rank 1 two messages back to back, so the second is packed
+  // behind the first (still unacknowledged), then computes for compute_ms
+  // without calling clump. The second must not wait for the end of that:
+  // the library's service thread sends it. Several rounds: each finds the
+  // service thread at another point of its sleep.
+  clump::endpoint& ep = rt.endpoint();
+  const int rounds = 10;
+  int got = 0;
+  double worst_ms = 0;
+  auto now_ns = [] {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
+  };
+  auto arrived = ep.on_request([&](clump::token&, uint64_t sent_ns) {
+    worst_ms = std::max(worst_ms, static_cast<double>(now_ns() - sent_ns) / 1e6);
+    ++got;
+  });
+  rt.barrier();
+  for (int r = 0; r < rounds; ++r) {
+    if (rt.rank() == 0) {
+      for (int i = 0; i < 2; ++i) CHECK(ep.request(1, arrived, now_ns()) == clump::status::ok, "send %d", i);
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(compute_ms);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    }
+    rt.barrier();
+  }
+  if (rt.rank() == 1) {
+    CHECK(got == 2 * rounds, "%d of %d arrived", got, 2 * rounds);
+    std::printf("held: the latest message arrived %.1f ms after it was sent, while its sender computed for %d ms\n",
+                worst_ms, compute_ms);
+    CHECK(worst_ms < compute_ms / 4.0, "a message waited %.1f ms for its sender's computation", worst_ms);
+  }
+  return failures;
+}
+
 // ---- remote reads while the owner computes ------------------------------------
 
 int scenario_progress(clump::runtime& rt, bool thread) {
@@ -1096,6 +1136,7 @@ int main(int argc, char** argv) {
   else if (what == "idle") failed = rt.size() >= 2 ? scenario_idle(rt) : (std::fprintf(stderr, "idle needs 2 ranks\n"), 1);
   else if (what == "worker") failed = rt.size() >= 2 ? scenario_worker(rt) : (std::fprintf(stderr, "worker needs 2 ranks\n"), 1);
   else if (what == "dead_peer") failed = rt.size() >= 2 ? scenario_dead_peer(rt) : (std::fprintf(stderr, "dead_peer needs 2 ranks\n"), 1);
+  else if (what == "held") failed = rt.size() >= 2 ? scenario_held(rt, arg) : (std::fprintf(stderr, "held needs 2 ranks\n"), 1);
   else if (what == "progress") failed = rt.size() >= 2 ? scenario_progress(rt, arg == 1) : (std::fprintf(stderr, "progress needs 2 ranks\n"), 1);
   else if (what == "reads") failed = scenario_reads(rt, arg);
   else if (what == "reads_quiet") failed = rt.size() >= 2 ? scenario_reads_quiet(rt, arg) : (std::fprintf(stderr, "reads_quiet needs 2 ranks\n"), 1);

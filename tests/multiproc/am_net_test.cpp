@@ -114,6 +114,18 @@ TEST(packing, a_stalled_packed_datagram_resumes_at_its_record_exactly_once_under
   }
 }
 
+// A message packed behind an unacknowledged one, whose sender then computes
+// for 200 ms without calling clump, arrives long before that ends. 40 tries
+// (4 jobs of 10): the service thread once slept through one for 100 ms on
+// an older timer, in 1 of 16 tries.
+TEST(packing, a_packed_message_does_not_wait_for_its_sender_to_compute) {
+  for (int job_number = 0; job_number < 4; ++job_number) {
+    auto r = job(2, {"held", "200"}, {"CLUMP_PROTOCOL=net"});
+    EXPECT_JOB_OK(r);
+    EXPECT_NE(r.output.find("held: the latest message arrived"), std::string::npos) << r.output;
+  }
+}
+
 TEST_P(over_net, request_storm_with_tiny_queues_and_windows_does_not_deadlock) {
   EXPECT_JOB_OK(run(3, {"storm", "1000"},
                     {"CLUMP_SHM_QUEUE_DEPTH=16", "CLUMP_SHM_MEDIUM_RING=16K", "CLUMP_MAX_MEDIUM=8K", "CLUMP_NET_WINDOW=4"},
