@@ -344,9 +344,11 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
         open_waiting_.store(true, std::memory_order_relaxed);
         // For a program that computes now without calling clump: the
         // service thread covers for it once it is absent (service()), and
-        // must not sleep past that on an older timer (its doorbell wait).
+        // must not sleep past that on an older timer.
         next_timer_ = std::min(next_timer_, now + coalesce_);
-        if (watching_.load(std::memory_order_relaxed)) wake_service();
+        if (clock::time_point(clock::duration(sleeping_until_.load(std::memory_order_relaxed))) >
+            now + coalesce_ + absent_after)
+          wake_service();
       }
       open_.push_back({peer, static_cast<uint8_t>(ch)});
     } else {
@@ -1172,6 +1174,22 @@ void network::service() noexcept {
     const clock::time_point last{clock::duration(program_polled_.load(std::memory_order_relaxed))};
     return now - last >= absent_after;
   };
+  // Sleeps for t on fds, and says until when (sleeping_until_): a send that
+  // opens a datagram wakes a sleep that would end too late (see send()). A
+  // sleep computed from timer `next` is not begun if the timer came forward
+  // meanwhile (such a send holds the lock: it either sees the new end, or
+  // came before and is seen here).
+  auto sleep = [this](pollfd* f, nfds_t nf, timespec t, clock::time_point next) {
+    {
+      std::lock_guard lock(mutex_);
+      if (next_timer_ < next) t = timespec{0, 0};
+      // Relaxed: read by send() under mutex_, as written here.
+      sleeping_until_.store(
+          (clock::now() + std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec)).time_since_epoch().count(),
+          std::memory_order_relaxed);
+    }
+    return ::ppoll(f, nf, &t, nullptr);
+  };
   while (!stopping_.load(std::memory_order_relaxed)) {
     fds[0].revents = fds[1].revents = 0;
     const auto now = clock::now();
@@ -1214,7 +1232,7 @@ void network::service() noexcept {
       // that polls again. Serving: the next timer (100 ms at most).
       const timespec t = timeout_until(serving ? next
                                                : std::min(next, active ? active_until : clock::now() + absent_after));
-      ::ppoll(fds, 2, &t, nullptr);
+      sleep(fds, 2, t, next);
     } else if (watching_.load(std::memory_order_relaxed) && !doorbell_.load(std::memory_order_relaxed)) {
       // (Relaxed: every change of these is followed by an eventfd write that
       // brings us round this loop again.)
@@ -1224,8 +1242,7 @@ void network::service() noexcept {
         std::lock_guard lock(mutex_);
         next = next_timer_;
       }
-      const timespec t = timeout_until(next);
-      const int n = ::ppoll(fds, 2, &t, nullptr);
+      const int n = sleep(fds, 2, timeout_until(next), next);
       // Release: a poller that sees the bell sees what made us ring it.
       if (n == 0 || (fds[0].revents & POLLIN)) doorbell_.store(true, std::memory_order_release);
     } else {
@@ -1233,8 +1250,8 @@ void network::service() noexcept {
       // would be absent if it does not poll meanwhile.
       // Relaxed: see poll().
       const clock::time_point last{clock::duration(program_polled_.load(std::memory_order_relaxed))};
-      const timespec t = timeout_until(std::max(last + absent_after, clock::now() + absent_after / 4), false);
-      ::ppoll(fds + 1, 1, &t, nullptr);
+      sleep(fds + 1, 1, timeout_until(std::max(last + absent_after, clock::now() + absent_after / 4), false),
+            clock::time_point::min());
     }
     if (fds[1].revents & POLLIN) {
       uint64_t v;

@@ -283,6 +283,7 @@ class network {
   std::atomic<bool> watching_{false};
   std::atomic<bool> doorbell_{false};
   std::atomic<bool> stopping_{false};
+  std::atomic<clock::rep> sleeping_until_{0};  // when the service thread's present sleep ends (see service())
   std::atomic<clock::rep> program_polled_{0};  // when a program thread last called poll()
   std::atomic<uint64_t> covered_{0};
 };
