@@ -29,6 +29,7 @@
 /// misaligned atomic) throw clump::error with the reason; nothing writes
 /// outside a segment.
 
+#include <clump/async.hpp>
 #include <clump/runtime.hpp>
 #include <clump/status.hpp>
 
@@ -494,6 +495,76 @@ uint64_t call_bytes(int procedure, int rank, uint64_t offset, size_t bytes, uint
 template <class T>
 uint64_t call_atomic(int procedure, global_ptr<T> target, uint64_t argument, size_t n = 1) {
   return detail::call_bytes(procedure, target.rank(), target.offset(), detail::bytes_of<T>(n, "gas::call"), argument);
+}
+
+// ---- operations that return futures ---------------------------------------------
+//
+// The same operations as above, each with a future of its completion (see
+// clump/async.hpp): `co_await gas::rget(p)` in a coroutine, or `wait()`.
+// On this node they complete in the call (the future is ready); to another
+// node they send the same messages as get, put and the atomics, and the
+// future completes when the answer arrives, or fails with a clump::error
+// naming the rank when it cannot (the rank failed). sync() does not wait
+// for them: their futures do.
+
+namespace detail {
+void rget_bytes(async_detail::state_base& s, void* dst, int rank, uint64_t offset, size_t bytes);
+void rput_bytes(async_detail::state_base& s, int rank, uint64_t offset, const void* src, size_t bytes);
+void ratomic_bytes(async_detail::state_base& s, void* result, atomic_op op, int rank, uint64_t offset, unsigned width,
+                   bool is_signed, uint64_t operand, uint64_t desired);
+}  // namespace detail
+
+/// A future of the value at `p`.
+template <class T>
+future<T> rget(global_ptr<T> p) {
+  static_assert(std::is_trivially_copyable_v<T> && std::is_default_constructible_v<T>);
+  auto* s = async_detail::state<T>::make();
+  future<T> f{async_detail::state_ref<T>(s)};
+  s->value.emplace();  // the bytes land here; the future is ready when all have
+  detail::rget_bytes(*s, &*s->value, p.rank(), p.offset(), sizeof(T));
+  return f;
+}
+/// `n` elements from `src` into `dst`; the future is ready when they are there.
+template <class T>
+future<> rget(T* dst, global_ptr<T> src, size_t n) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  auto* s = async_detail::state<void>::make();
+  future<> f{async_detail::state_ref<void>(s)};
+  s->value.emplace();
+  detail::rget_bytes(*s, dst, src.rank(), src.offset(), detail::bytes_of<T>(n, "gas::rget"));
+  return f;
+}
+/// `n` elements from `src` into `dst` (`src` may be reused at once); the
+/// future is ready when they are in place.
+template <class T>
+future<> rput(global_ptr<T> dst, const T* src, size_t n) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  auto* s = async_detail::state<void>::make();
+  future<> f{async_detail::state_ref<void>(s)};
+  s->value.emplace();
+  detail::rput_bytes(*s, dst.rank(), dst.offset(), src, detail::bytes_of<T>(n, "gas::rput"));
+  return f;
+}
+/// `v` into `p`; the future is ready when it is in place.
+template <class T>
+future<> rput(global_ptr<T> p, const std::type_identity_t<T>& v) {
+  return rput(p, &v, 1);
+}
+/// fetch_op with a future of the old value.
+template <atomic_word T>
+future<T> rfetch_op(atomic_op op, global_ptr<T> p, T operand, T desired = 0) {
+  auto* s = async_detail::state<T>::make();
+  future<T> f{async_detail::state_ref<T>(s)};
+  s->value.emplace();
+  detail::ratomic_bytes(*s, &*s->value, op, p.rank(), p.offset(), sizeof(T), std::is_signed_v<T>,
+                        static_cast<uint64_t>(operand), static_cast<uint64_t>(desired));
+  return f;
+}
+template <atomic_word T> future<T> rfetch_add(global_ptr<T> p, std::type_identity_t<T> v) { return rfetch_op(atomic_op::add, p, v); }
+template <atomic_word T> future<T> rswap(global_ptr<T> p, std::type_identity_t<T> v) { return rfetch_op(atomic_op::swap, p, v); }
+template <atomic_word T>
+future<T> rcompare_swap(global_ptr<T> p, std::type_identity_t<T> expected, std::type_identity_t<T> desired) {
+  return rfetch_op(atomic_op::compare_swap, p, expected, desired);
 }
 
 /// Runs the handlers of pending messages (for use inside computation loops).

@@ -206,6 +206,14 @@ struct space::impl {
   payload_reply_handler<uint64_t, uint64_t> pulled{};
   payload_request_handler<> put_req{};
   payload_request_handler<> store_req{};
+  // The operations that return futures (rget, rput, rfetch_op): each message
+  // carries the operation's number, and its answer brings it back.
+  request_handler<uint64_t, uint32_t, uint64_t, uint64_t> fget_req{};  // offset, length, operation, piece offset
+  payload_reply_handler<uint64_t, uint64_t> fget_data{};               // operation, piece offset
+  payload_request_handler<uint64_t> fput_req{};                        // operation
+  reply_handler<uint64_t> fput_done{};                                 // operation
+  request_handler<uint32_t, uint32_t, uint64_t, uint64_t, uint64_t, uint64_t> fatomic_req{};  // ..., operation
+  reply_handler<uint64_t, uint64_t> fatomic_done{};                    // operation, old value
 
   control_line& control() const { return *reinterpret_cast<control_line*>(seg.data()); }
   control_line* control_of(int r) const { return reinterpret_cast<control_line*>(base[static_cast<size_t>(r)]); }
@@ -382,16 +390,49 @@ space::space(runtime& rt, size_t segment_bytes) : impl_(std::make_unique<impl>(r
     (void)t.reply(m.get_data, m.seg.subspan(offset, length), where);
   });
 
+  m.fget_req = m.ep.on_request([&m](token& t, uint64_t offset, uint32_t length, uint64_t op, uint64_t piece) {
+    if (offset > m.seg_len || length > m.seg_len - offset) return;
+    (void)t.reply(m.fget_data, m.seg.subspan(offset, length), op, piece);
+  });
+  m.fget_data = m.ep.on_reply([](token&, std::span<const std::byte> p, uint64_t op, uint64_t piece) {
+    uint32_t w[2];
+    async_detail::put_id(w, piece);
+    async_detail::answer(op, w, 2, p);
+  });
+  m.fput_req = m.ep.on_request([&m](token& t, std::span<const std::byte>, uint64_t op) { (void)t.reply(m.fput_done, op); });
+  m.fput_done = m.ep.on_reply([](token&, uint64_t op) { async_detail::answer(op, nullptr, 0, {}); });
+  m.fatomic_req = m.ep.on_request(
+      [&m](token& t, uint32_t op, uint32_t shape, uint64_t offset, uint64_t a, uint64_t b, uint64_t number) {
+        const unsigned width = shape & 0xffu;
+        if ((width != 4 && width != 8) || offset % width || offset < control_bytes || offset > m.seg_len - width) return;
+        lock_guard g(m.locked_atomics ? &m.control() : nullptr, m.rank, true);
+        (void)t.reply(m.fatomic_done, number,
+                      apply_word(m.seg.data() + offset, static_cast<atomic_op>(op), width, shape >> 8, a, b));
+      });
+  m.fatomic_done = m.ep.on_reply([](token&, uint64_t op, uint64_t old) {
+    uint32_t w[2];
+    async_detail::put_id(w, old);
+    async_detail::answer(op, w, 2, {});
+  });
+
   // Handler 0: a message of ours that came back (its destination failed,
   // or became unreachable). What waited for its answer is told: the wait
-  // ends with an error (wait_pending) instead of waiting for ever.
+  // ends with an error (wait_pending) instead of waiting for ever; an
+  // operation with a future fails it.
   m.ep.on_returned([&m](const returned_message& r) {
+    const std::string why = "a message to rank " + std::to_string(r.destination.rank) + " came back: " + to_string(r.reason);
+    // Where each of them carries the operation's number, in argument words.
+    const size_t number_at = r.handler == m.fget_req.index ? 3 : r.handler == m.fput_req.index ? 0
+                             : r.handler == m.fatomic_req.index ? 8 : SIZE_MAX;
+    if (number_at != SIZE_MAX) {
+      if (r.args.size() >= number_at + 2) async_detail::fail_operation(async_detail::get_id(r.args.data() + number_at), why);
+      return;
+    }
     const handler_index answered[] = {m.put_req.index,  m.get_req.index,    m.atomic_req.index,
                                       m.call_req.index, m.expect_req.index, m.pulled.index};
     if (m.pending && std::find(std::begin(answered), std::end(answered), r.handler) != std::end(answered))
       --m.pending;
-    if (m.failure.empty())
-      m.failure = "a message to rank " + std::to_string(r.destination.rank) + " came back: " + to_string(r.reason);
+    if (m.failure.empty()) m.failure = why;
   });
 
   // Everybody's name and tag; the segments must be alike.
@@ -422,6 +463,7 @@ space::space(runtime& rt, size_t segment_bytes) : impl_(std::make_unique<impl>(r
     if (s.size() == m.seg_len) m.base[static_cast<size_t>(r)] = s.data();
   }
   current_space = this;
+  async_detail::use_bundle(&rt.bundle());  // futures of gas operations wait on it
   rt.barrier();  // every segment exists before anyone uses it
 }
 
@@ -431,6 +473,7 @@ space::~space() {
   } catch (...) {
   }
   current_space = nullptr;
+  async_detail::drop_bundle(&impl_->rt.bundle());
 }
 
 space& space::current() {
@@ -653,6 +696,108 @@ uint64_t call_bytes(int procedure, int rank, uint64_t offset, size_t bytes, uint
          "gas::call_atomic");
   m.wait_pending();
   return m.atomic_result;
+}
+
+// ---- operations with futures ------------------------------------------------------
+
+namespace {
+
+// A piece of a get: [its offset in the whole (2 words)], and its bytes.
+bool deliver_piece(async_detail::state_base&, void* dst, size_t bytes, const uint32_t* w, unsigned n,
+                   std::span<const std::byte> p) {
+  if (n < 2) return false;
+  const uint64_t at = async_detail::get_id(w);
+  if (at > bytes || p.size() > bytes - at) return false;
+  if (!p.empty()) std::memcpy(static_cast<std::byte*>(dst) + at, p.data(), p.size());
+  return true;
+}
+bool deliver_done(async_detail::state_base&, void*, size_t, const uint32_t*, unsigned, std::span<const std::byte>) {
+  return true;
+}
+// The old value of an atomic: [the value (2 words)], written as the word's width.
+bool deliver_word(async_detail::state_base&, void* dst, size_t bytes, const uint32_t* w, unsigned n,
+                  std::span<const std::byte>) {
+  if (n < 2 || bytes > 8) return false;
+  const uint64_t old = async_detail::get_id(w);
+  std::memcpy(dst, &old, bytes);  // the low bytes: little-endian
+  return true;
+}
+
+}  // namespace
+
+void rget_bytes(async_detail::state_base& s, void* dst, int rank, uint64_t offset, size_t bytes) {
+  space::impl& m = space::current().internals();
+  m.check(rank, offset, bytes, "gas::rget");
+  if (std::byte* b = m.base[static_cast<size_t>(rank)]) {
+    m.count(rank, bytes);
+    if (bytes) std::memcpy(dst, b + offset, bytes);
+    s.finish();
+    return;
+  }
+  if (bytes == 0) {
+    s.finish();
+    return;
+  }
+  const size_t piece = max_medium();
+  const size_t pieces = (bytes + piece - 1) / piece;
+  if (pieces > 0xffffffffu) throw error(status::bad_arg, "gas::rget", "too many pieces");
+  m.count(rank, bytes, pieces);
+  const uint64_t op = async_detail::begin_operation(s, &deliver_piece, dst, bytes, static_cast<uint32_t>(pieces), rank,
+                                                    "gas::rget");
+  for (size_t done = 0; done < bytes; done += piece) {
+    const size_t n = std::min(piece, bytes - done);
+    const status st = m.ep.request(rank, m.fget_req, offset + done, static_cast<uint32_t>(n), op, uint64_t{done});
+    if (st != status::ok) {  // this piece and the rest will not be answered
+      for (size_t left = done; left < bytes; left += piece)
+        async_detail::fail_operation(op, std::string("the request could not be sent: ") + to_string(st), st);
+      return;
+    }
+  }
+}
+
+void rput_bytes(async_detail::state_base& s, int rank, uint64_t offset, const void* src, size_t bytes) {
+  space::impl& m = space::current().internals();
+  m.check(rank, offset, bytes, "gas::rput");
+  if (std::byte* b = m.base[static_cast<size_t>(rank)]) {
+    m.count(rank, bytes);
+    if (bytes) std::memcpy(b + offset, src, bytes);
+    s.finish();
+    return;
+  }
+  if (bytes == 0) {
+    s.finish();
+    return;
+  }
+  m.count(rank, bytes);
+  const uint64_t op = async_detail::begin_operation(s, &deliver_done, nullptr, 0, 1, rank, "gas::rput");
+  const status st = m.ep.request_long(rank, m.fput_req, std::span(static_cast<const std::byte*>(src), bytes), offset, op);
+  if (st != status::ok) async_detail::fail_operation(op, std::string("the request could not be sent: ") + to_string(st), st);
+}
+
+void ratomic_bytes(async_detail::state_base& s, void* result, atomic_op op, int rank, uint64_t offset, unsigned width,
+                   bool is_signed, uint64_t operand, uint64_t desired) {
+  space::impl& m = space::current().internals();
+  m.check(rank, offset, width, "gas atomic");
+  if (offset % width)
+    throw error(status::bad_arg, "gas atomic",
+                "the word at offset " + std::to_string(offset) + " is not aligned to its " + std::to_string(width) +
+                    " bytes");
+  m.count(rank, width);
+  if (std::byte* b = m.base[static_cast<size_t>(rank)]) {
+    uint64_t old;
+    {
+      lock_guard g(m.locked_atomics ? m.control_of(rank) : nullptr, m.rank, false);
+      old = apply_word(b + offset, op, width, is_signed, operand, desired);
+    }
+    std::memcpy(result, &old, width);
+    s.finish();
+    return;
+  }
+  const uint64_t number = async_detail::begin_operation(s, &deliver_word, result, width, 1, rank, "gas atomic");
+  const status st = m.ep.request(rank, m.fatomic_req, static_cast<uint32_t>(op), width | (is_signed ? 0x100u : 0u),
+                                 offset, operand, desired, number);
+  if (st != status::ok)
+    async_detail::fail_operation(number, std::string("the request could not be sent: ") + to_string(st), st);
 }
 
 }  // namespace detail

@@ -12,7 +12,7 @@ target_compile_definitions(am_test PRIVATE
 add_dependencies(am_test clumprun am_conformance)
 if(CLUMP_EXAMPLES)
   add_dependencies(am_test 00_hello 01_ping_pong 02_remote_read 03_c_api 04_gas_remote_rw 05_gas_spread_sum
-                   06_gas_histogram 07_gas_store_pipeline)
+                   06_gas_histogram 07_gas_store_pipeline 08_rpc_hash_table 09_coroutine_graph)
   target_compile_definitions(am_test PRIVATE HAVE_EXAMPLES=1)
 endif()
 gtest_discover_tests(am_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 180 LABELS multiproc)

@@ -178,7 +178,7 @@ TEST(examples, every_example_runs_across_two_emulated_nodes) {
 
 // The gas examples, each on one node, on two emulated nodes and over the
 // network alone: the same program, direct memory or messages underneath.
-TEST(examples, gas_examples_run_on_one_node_on_two_nodes_and_over_the_network) {
+TEST(examples, gas_and_rpc_examples_run_on_one_node_on_two_nodes_and_over_the_network) {
   struct ex {
     const char* name;
     int ranks;
@@ -188,7 +188,9 @@ TEST(examples, gas_examples_run_on_one_node_on_two_nodes_and_over_the_network) {
   const ex all[] = {{"04_gas_remote_rw", 4, "(ok)", 4},
                     {"05_gas_spread_sum", 3, "spread sum of 100000 elements on 3 ranks: 4999950000 (expected", 1},
                     {"06_gas_histogram", 4, "every count exact", 1},
-                    {"07_gas_store_pipeline", 4, "every value right", 1}};
+                    {"07_gas_store_pipeline", 4, "every value right", 1},
+                    {"08_rpc_hash_table", 4, "every value right", 4},
+                    {"09_coroutine_graph", 3, "every distance right", 3}};
   for (const ex& e : all) {
     for (std::vector<std::string> how : {std::vector<std::string>{}, {"-N", "2"}, {"NET"}}) {
       const bool net = !how.empty() && how[0] == "NET";

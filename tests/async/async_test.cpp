@@ -1,0 +1,88 @@
+// Runs every async scenario with 1 to 4 ranks, on one node (shared memory),
+// on emulated nodes (-N 2), and over the network protocol alone; and a rank
+// that dies under calls, on one node and across nodes.
+
+#include <gtest/gtest.h>
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "run_cmd.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using clump::test::cmd_result;
+using clump::test::run_cmd;
+
+struct setup {
+  const char* name;
+  int ranks;
+  std::vector<std::string> env;
+  std::vector<std::string> launcher;
+};
+
+void PrintTo(const setup& s, std::ostream* os) { *os << s.name; }
+
+const setup setups[] = {
+    {"one_rank", 1, {}, {}},
+    {"two_ranks", 2, {}, {}},
+    {"four_ranks", 4, {}, {}},
+    {"nodes2_of_3", 3, {}, {"-N", "2"}},
+    {"nodes2_of_4", 4, {}, {"-N", "2"}},
+    {"net_2", 2, {"CLUMP_PROTOCOL=net"}, {}},
+    {"net_3", 3, {"CLUMP_PROTOCOL=net"}, {}},
+#if defined(CLUMP_HAVE_OFI)
+    {"ofi_tcp_nodes2_of_3", 3, {"CLUMP_NET=ofi", "FI_PROVIDER=tcp"}, {"-N", "2"}},
+#endif
+};
+
+cmd_result job(int ranks, const std::string& scenario, std::vector<std::string> env,
+               const std::vector<std::string>& launcher) {
+  std::vector<std::string> argv{CLUMPRUN, "-n", std::to_string(ranks), "--timeout", "120", "--bind", "none"};
+  argv.insert(argv.end(), launcher.begin(), launcher.end());
+  argv.push_back(ASYNC_CONFORMANCE);
+  argv.push_back(scenario);
+  env.push_back("CLUMP_GAS_SEGMENT=16M");
+  return run_cmd(argv, 150s, env);
+}
+
+int passes(const cmd_result& r, const std::string& scenario) {
+  int n = 0;
+  for (size_t at = r.output.find(scenario + " passed"); at != std::string::npos;
+       at = r.output.find(scenario + " passed", at + 1))
+    ++n;
+  return n;
+}
+
+class async_suite : public ::testing::TestWithParam<setup> {
+ protected:
+  void run(const std::string& scenario) {
+    const setup& s = GetParam();
+    cmd_result r = job(s.ranks, scenario, s.env, s.launcher);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(passes(r, scenario), s.ranks) << r.output;
+  }
+};
+
+TEST_P(async_suite, futures_promises_then_when_all_and_coroutines_complete_and_fail_as_they_should) { run("futures"); }
+TEST_P(async_suite, rpc_of_every_argument_kind_size_limit_and_error_to_every_rank) { run("rpc"); }
+TEST_P(async_suite, gas_futures_and_thousands_of_coroutines_read_write_and_count_exactly) { run("gas"); }
+
+INSTANTIATE_TEST_SUITE_P(layouts, async_suite, ::testing::ValuesIn(setups),
+                         [](const ::testing::TestParamInfo<setup>& i) { return std::string(i.param.name); });
+
+TEST(async_dead, calls_to_an_exited_rank_of_the_node_fail_naming_it_without_hanging) {
+  cmd_result r = job(3, "dead", {}, {"--keep-going"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;  // the victim exits 0; the others 0 when their checks held
+  EXPECT_NE(r.output.find("failed in"), std::string::npos) << r.output;
+}
+
+TEST(async_dead, calls_to_an_exited_rank_of_another_node_fail_naming_it_without_hanging) {
+  cmd_result r = job(3, "dead", {"CLUMP_NET_TIMEOUT_MS=1000"}, {"-N", "3", "--keep-going"});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("failed in"), std::string::npos) << r.output;
+}
+
+}  // namespace
