@@ -890,9 +890,8 @@ class remote_function<R(P...)> {
  public:
   uint64_t id() const noexcept { return id_; }
   std::string_view name() const noexcept { return name_; }
-  static uint32_t signature() noexcept {
-    return static_cast<uint32_t>(async_detail::hash(async_detail::signature_text<R, std::decay_t<P>...>()));
-  }
+  /// A hash of the argument and result types (computed at compile time).
+  static constexpr uint32_t signature() noexcept { return signature_; }
   remote_function(uint64_t id, std::string_view name) : id_(id), name_(name) {}
   /// Runs a registered F from a call message (the engine's dispatch).
   template <class F>
@@ -902,6 +901,8 @@ class remote_function<R(P...)> {
   }
 
  private:
+  static constexpr uint32_t signature_ =
+      static_cast<uint32_t>(async_detail::hash(async_detail::signature_text<R, std::decay_t<P>...>()));
   uint64_t id_;
   std::string_view name_;
 };

@@ -141,17 +141,24 @@ void state_base::wait() {
     throw error(status::bad_arg, "future::wait",
                 "called inside a message handler (an rpc function runs in one), where nothing can be polled: "
                 "it would never return; return a value instead, or chain with then()");
-  retain();  // a continuation run meanwhile may drop the last other reference
-  struct drop {
-    state_base* s;
-    ~drop() { s->release(); }
-  } guard{this};
+  // (The caller's future holds a reference for as long as this runs.)
   run_queue();
   if (ready) return;
   if (!polled)
     throw error(status::not_init, "future::wait",
                 "nothing can complete this future: no answer can arrive without an async_engine or a gas::space, "
                 "and no continuation is left to run");
+  // Polls first without reading the clock (an answer usually comes within
+  // a few microseconds), then waits as wait_until does: spins, then sleeps.
+  for (unsigned empty = 0; empty < 2048;) {
+    if (polled->poll() == 0) {
+      ++empty;
+      continue;
+    }
+    run_queue();
+    if (ready) return;
+    empty = 0;
+  }
   try {
     polled->wait_until([this] {
       run_queue();

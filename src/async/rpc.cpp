@@ -52,6 +52,8 @@ struct async_engine::impl {
   handler_index call = 0, answer = 0;
   std::vector<std::byte> call_bytes, answer_bytes;  // scratch (see async_detail::scratch)
   bool warned_unknown = false;
+  uint64_t last_id = 0;  // the function the last call ran (registrations never move: a map's nodes stay)
+  const void* last = nullptr;
 };
 
 namespace async_detail {
@@ -100,9 +102,8 @@ void send_answer(token_base& t, uint64_t op, outcome o, const uint32_t* words, u
 
 void send_call(int rank, uint64_t op, const uint32_t* words, unsigned nwords, std::span<const std::byte> payload,
                size_t payload_bytes, const char* name) {
-  const std::string what = std::string("rpc '") + name + "'";
-  auto refuse = [&](status code, const std::string& why) {
-    if (op == 0) throw error(code, what, why, rank);
+  auto refuse = [&](status code, const std::string& why) {  // (out of the way: only on errors)
+    if (op == 0) throw error(code, std::string("rpc '") + name + "'", why, rank);
     fail_operation(op, why, code);
   };
   if (!current_engine) {
@@ -141,9 +142,15 @@ void on_call(void* ctx, token_base& t, const uint32_t* args, unsigned nargs, std
   if (nargs < call_words) return;  // not a call of ours: nothing to answer
   const uint64_t id = get_id(args), op = get_id(args + 3);
   const uint32_t signature = args[2];
-  auto it = registry().find(id);
-  if (it == registry().end() || it->second.signature != signature) {
-    const outcome o = it == registry().end() ? outcome::unknown_function : outcome::other_signature;
+  // The function called last is usually called next: no hash lookup then.
+  if (id != m.last_id || !m.last) {
+    auto it = registry().find(id);
+    m.last = it == registry().end() ? nullptr : static_cast<const void*>(&it->second);
+    m.last_id = id;
+  }
+  const auto* f = static_cast<const registered*>(m.last);
+  if (!f || f->signature != signature) {
+    const outcome o = !f ? outcome::unknown_function : outcome::other_signature;
     if (op != 0) {
       send_answer(t, op, o, nullptr, 0, {});
     } else if (!m.warned_unknown) {
@@ -155,22 +162,23 @@ void on_call(void* ctx, token_base& t, const uint32_t* args, unsigned nargs, std
     }
     return;
   }
-  it->second.invoke(it->second.fn, t, args, nargs, {data, length}, op != 0);
+  f->invoke(f->fn, t, args, nargs, {data, length}, op != 0);
 }
 
 // The answer handler: completes (or fails) the operation.
 void on_answer(void*, token_base& t, const uint32_t* args, unsigned nargs, std::byte* data, size_t length) {
   if (nargs < answer_words) return;
   const uint64_t op = get_id(args);
-  operation* o = find_operation(op);
-  if (!o) return;
+  if (!find_operation(op)) return;
   const auto result = static_cast<outcome>(args[2]);
-  const std::string name = o->what;
+  if (result == outcome::ok) [[likely]] {
+    answer(op, args + answer_words, nargs - answer_words, {data, length});
+    return;
+  }
   const std::string peer = "rank " + std::to_string(t.source().rank);
   const std::string_view text(reinterpret_cast<const char*>(data), length);
   switch (result) {
     case outcome::ok:
-      answer(op, args + answer_words, nargs - answer_words, {data, length});
       return;
     case outcome::unknown_function:
       fail_operation(op, peer + " has no function registered under this name (register it with rpc_function on every process)",

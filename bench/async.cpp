@@ -1,0 +1,332 @@
+// async: what futures, coroutines and rpc cost (clump/async.hpp), against the
+// active messages and gas operations they are built on, measured in the same
+// run; and a distributed hash table's inserts per second.
+//
+//   clumprun -n 2 --bind core ./async [--reps R] [--json FILE]            # round trips, rank 0 to rank 1
+//   clumprun -n 4 -N 2 --bind core ./async --dht [--keys K] [--json FILE]  # the hash table, every rank
+//
+// Round trips (rank 0 to --peer, one at a time; the median of R timed loops):
+//   raw      a short request carrying an int, answered by a short reply with
+//            the int + 1, rank 0 polling until it is there: what rpc is built on;
+//   rpc      clump::rpc(peer, add_one, i).wait();
+//   rpc co   the same rpc co_awaited in a coroutine, the loop inside it;
+//   get sync gas::get of an int64 on the peer, then gas::sync();
+//   get co   co_await gas::rget(p) in a coroutine;
+//   rget     gas::rget(p).wait().
+// The hash table (--dht): every rank inserts K keys (uint64 -> uint64) into
+// an open-addressing table spread over the ranks by the key's hash, each an
+// rpc to its owner with up to --window calls in flight (a vector of futures
+// and when_all); the figure is the job's inserts a second, barrier to barrier.
+// bench/async-bench runs both beside the same table written with MPI
+// one-sided operations (bench/peers/dht_mpi.c, OpenMPI) in the same rounds.
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "pingpong_driver.hpp"  // clump's headers, with GCC 12's false warning silenced
+#include "report.hpp"
+
+namespace gas = clump::gas;
+
+namespace {
+
+constexpr const char* usage =
+    "usage: clumprun -n 2 async [--peer R] [--reps R] [--json FILE]\n"
+    "       clumprun -n P async --dht [--keys K] [--window W] [--reps R] [--json FILE]\n";
+
+struct options {
+  int peer = 1;
+  int reps = 7;
+  bool dht = false;
+  long keys = 100000;
+  long window = 1000;
+  std::string json = "bench-async.json";
+  bool help = false;
+};
+
+bool parse(int argc, char** argv, options& o, std::string& err) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](long lo, long hi, long& out) {
+      if (i + 1 >= argc) return err = a + " needs a value", false;
+      char* end = nullptr;
+      const long v = std::strtol(argv[++i], &end, 10);
+      if (*end || v < lo || v > hi)
+        return err = a + " " + argv[i] + ": a whole number from " + std::to_string(lo) + " to " + std::to_string(hi),
+               false;
+      out = v;
+      return true;
+    };
+    long v = 0;
+    if (a == "--help" || a == "-h") {
+      o.help = true;
+    } else if (a == "--dht") {
+      o.dht = true;
+    } else if (a == "--peer") {
+      if (!value(0, 1 << 20, v)) return false;
+      o.peer = static_cast<int>(v);
+    } else if (a == "--reps") {
+      if (!value(1, 1000, v)) return false;
+      o.reps = static_cast<int>(v);
+    } else if (a == "--keys") {
+      if (!value(1, 100'000'000, o.keys)) return false;
+    } else if (a == "--window") {
+      if (!value(1, 1'000'000, o.window)) return false;
+    } else if (a == "--json") {
+      if (i + 1 >= argc) return err = "--json needs a file", false;
+      o.json = argv[++i];
+    } else {
+      return err = "unknown option " + a, false;
+    }
+  }
+  return true;
+}
+
+const auto add_one = clump::rpc_function("bench.add_one", [](int v) { return v + 1; });
+
+// ---- the hash table: open addressing, linear probing, in each rank's memory ----
+
+struct table {
+  std::vector<uint64_t> keys, values;  // key 0: empty
+  uint64_t mask = 0;
+  uint64_t inserted = 0;
+  void reset(uint64_t slots) {
+    keys.assign(slots, 0);
+    values.assign(slots, 0);
+    mask = slots - 1;
+    inserted = 0;
+  }
+  bool insert(uint64_t key, uint64_t value) {
+    for (uint64_t i = key & mask, probes = 0; probes <= mask; i = (i + 1) & mask, ++probes) {
+      if (keys[i] == key || keys[i] == 0) {
+        const bool fresh = keys[i] == 0;
+        keys[i] = key;
+        values[i] = value;
+        inserted += fresh;
+        return fresh;
+      }
+    }
+    return false;  // full
+  }
+} local_table;
+
+const auto dht_insert = clump::rpc_function("bench.dht_insert",
+                                            [](uint64_t key, uint64_t value) { return local_table.insert(key, value); });
+
+uint64_t mix(uint64_t x) {  // splitmix64: the keys, and their owners
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+clump::future<int> rpc_loop(int peer, long n) {
+  int v = 0;
+  for (long i = 0; i < n; ++i) v = co_await clump::rpc(peer, add_one, v);
+  co_return v;
+}
+
+clump::future<int64_t> get_loop(gas::global_ptr<int64_t> p, long n) {
+  int64_t sum = 0;
+  for (long i = 0; i < n; ++i) sum += co_await gas::rget(p);
+  co_return sum;
+}
+
+// A measure: a loop of n round trips, and its samples (µs per round trip).
+struct measure {
+  const char* id;
+  const char* what;
+  std::function<void(long)> loop;
+  bench::series s;
+};
+
+// Sizes each loop to about 30 ms, then runs R rounds of every loop in turn,
+// so that every measure sees the same moments of the machine.
+void time_all(std::vector<measure>& ms, int reps) {
+  for (auto& m : ms) {
+    long n = 64;
+    for (;;) {
+      const auto t0 = std::chrono::steady_clock::now();
+      m.loop(n);
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (secs > 0.01 || n > (1L << 26)) {
+        n = std::max(16L, static_cast<long>(static_cast<double>(n) * 0.03 / std::max(secs, 1e-9)));
+        break;
+      }
+      n *= 4;
+    }
+    m.s.iterations = static_cast<uint64_t>(n);
+  }
+  for (int r = 0; r < reps; ++r)
+    for (auto& m : ms) {
+      const long n = static_cast<long>(m.s.iterations);
+      const auto t0 = std::chrono::steady_clock::now();
+      m.loop(n);
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      m.s.samples.push_back(secs / static_cast<double>(n) * 1e6);
+      m.s.seconds.push_back(secs);
+    }
+}
+
+int round_trips(clump::runtime& rt, const options& o) {
+  clump::async_engine engine(rt);
+  gas::space gs(rt);
+  auto cell = gas::all_alloc<int64_t>();
+  *cell.local() = rt.rank();
+  // The raw pair rpc is built on: a short request with an int, a short reply.
+  clump::endpoint& ep = rt.endpoint();
+  bool answered = false;
+  int got = 0;
+  auto pong = ep.on_reply([&](clump::token&, int v) {
+    got = v;
+    answered = true;
+  });
+  auto ping = ep.on_request([&](clump::token& t, int v) { (void)t.reply(pong, v + 1); });
+  bool stop = false;
+  auto done = ep.on_request([&](clump::token&) { stop = true; });
+  rt.barrier();
+  if (rt.rank() != 0) {
+    while (!stop) rt.bundle().poll();  // serves: polls without a pause, as rank 0 does
+    rt.barrier();
+    return 0;
+  }
+  const int peer = o.peer;
+  clump::bundle& b = rt.bundle();
+  std::vector<measure> ms;
+  ms.push_back({"raw", "short request and reply (what rpc is built on)", [&](long n) {
+                  int v = 0;
+                  for (long i = 0; i < n; ++i) {
+                    answered = false;
+                    if (ep.request(peer, ping, v) != clump::status::ok) std::exit(1);
+                    while (!answered) b.poll();
+                    v = got;
+                  }
+                }, {}});
+  ms.push_back({"rpc", "rpc(peer, add_one, v).wait()", [&](long n) {
+                  int v = 0;
+                  for (long i = 0; i < n; ++i) v = clump::rpc(peer, add_one, v).wait();
+                }, {}});
+  ms.push_back({"rpc_co", "co_await rpc(peer, add_one, v) in a coroutine", [&](long n) {
+                  (void)rpc_loop(peer, n).wait();
+                }, {}});
+  const auto p = cell.on(peer);
+  ms.push_back({"get_sync", "gas::get of an int64, then gas::sync()", [&](long n) {
+                  int64_t v = 0, sum = 0;
+                  for (long i = 0; i < n; ++i) {
+                    gas::get(&v, p);
+                    gas::sync();
+                    sum += v;
+                  }
+                  if (sum != n * peer) std::exit(1);
+                }, {}});
+  ms.push_back({"get_co", "co_await gas::rget(p) in a coroutine", [&](long n) {
+                  if (get_loop(p, n).wait() != n * peer) std::exit(1);
+                }, {}});
+  ms.push_back({"rget_wait", "gas::rget(p).wait()", [&](long n) {
+                  int64_t sum = 0;
+                  for (long i = 0; i < n; ++i) sum += gas::rget(p).wait();
+                  if (sum != n * peer) std::exit(1);
+                }, {}});
+  time_all(ms, o.reps);
+  for (int r = 1; r < rt.size(); ++r)
+    if (ep.request(r, done) != clump::status::ok) std::exit(1);
+  rt.barrier();
+
+  bench::report rep;
+  rep.machine = bench::machine_info();
+  rep.job = {{"ranks", rt.size()}, {"peer", peer}, {"peer_on_this_node", p.is_local()}};
+  rep.config = {{"reps", o.reps}, {"clump", bench::clump_environment()}};
+  const double raw = ms[0].s.median(), get = ms[3].s.median();
+  for (auto& m : ms) {
+    bench::row r;
+    r.section = "round trip, one at a time";
+    r.id = m.id;
+    r.size = m.id;
+    r.unit = "us";
+    r.data = m.s;
+    const bool is_get = std::string(m.id).find("get") != std::string::npos;
+    r.ratio = m.s.median() / (is_get ? get : raw);
+    r.ratio_of = is_get ? "get_sync" : "raw";
+    rep.rows.push_back(r);
+    rep.notes.push_back(std::string(m.id) + ": " + m.what);
+  }
+  rep.legend = "ratio: rpc against the raw request and reply, the gets against gas::get with sync(), same run\n";
+  rep.print(stdout);
+  return bench::write_json(rep.to_json(), o.json) ? 0 : 1;
+}
+
+int hash_table(clump::runtime& rt, const options& o) {
+  clump::async_engine engine(rt);
+  const int me = rt.rank(), n = rt.size();
+  uint64_t slots = 1;
+  while (slots < static_cast<uint64_t>(o.keys) * 2) slots <<= 1;  // every rank's keys fit, half full on average
+  bench::series s;
+  uint64_t salt = 0;
+  auto round = [&] {
+    local_table.reset(slots);
+    ++salt;
+    rt.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<clump::future<bool>> flight;
+    flight.reserve(static_cast<size_t>(o.window));
+    uint64_t fresh = 0;
+    for (long i = 0; i < o.keys; ++i) {
+      const uint64_t key = mix(salt << 40 ^ static_cast<uint64_t>(me) << 32 ^ static_cast<uint64_t>(i)) | 1;
+      flight.push_back(clump::rpc(static_cast<int>(mix(key) % static_cast<uint64_t>(n)), dht_insert, key, key * 3));
+      if (flight.size() == static_cast<size_t>(o.window) || i + 1 == o.keys) {
+        for (bool f : clump::when_all(std::move(flight)).wait()) fresh += f;
+        flight.clear();
+      }
+    }
+    rt.barrier();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (fresh != static_cast<uint64_t>(o.keys)) {
+      std::fprintf(stderr, "async --dht: rank %d: %llu of %ld keys were new\n", me,
+                   static_cast<unsigned long long>(fresh), o.keys);
+      std::exit(1);
+    }
+    return static_cast<double>(o.keys) * n / secs / 1e6;
+  };
+  round();  // warm-up
+  for (int r = 0; r < o.reps; ++r) s.samples.push_back(round());
+  if (me != 0) return 0;
+  bench::report rep;
+  rep.machine = bench::machine_info();
+  rep.job = {{"ranks", n}, {"node_ranks", rt.node_size()}, {"keys_per_rank", o.keys}, {"window", o.window}};
+  rep.config = {{"reps", o.reps}, {"clump", bench::clump_environment()}};
+  bench::row r;
+  r.section = "distributed hash table";
+  r.id = "dht_inserts";
+  r.size = "8 B + 8 B";
+  r.unit = "M inserts/s";
+  r.data = s;
+  rep.rows.push_back(r);
+  rep.notes.push_back("dht_inserts: every rank inserts " + std::to_string(o.keys) +
+                      " uint64 keys and values, each an rpc to the key's owner (open addressing there), " +
+                      std::to_string(o.window) + " in flight; the job's inserts a second, barrier to barrier");
+  rep.legend = "ratio: none; bench/async-bench puts this beside the same table with MPI one-sided operations\n";
+  rep.print(stdout);
+  return bench::write_json(rep.to_json(), o.json) ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  clump::runtime rt{argc, argv};
+  options o;
+  std::string err;
+  const bool parsed = parse(argc, argv, o, err);
+  if (const int code = bench::usage_exit(rt.rank(), "async", parsed, o.help, err, usage); code >= 0) return code;
+  if (!o.dht && (rt.size() < 2 || o.peer < 1 || o.peer >= rt.size())) {
+    if (rt.rank() == 0) std::fprintf(stderr, "async: needs 2 ranks or more, and --peer from 1 to P - 1\n");
+    return 2;
+  }
+  return o.dht ? hash_table(rt, o) : round_trips(rt, o);
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "async: %s\n", e.what());
+  return 1;
+}
