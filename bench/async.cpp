@@ -23,7 +23,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,12 +38,13 @@ namespace {
 
 constexpr const char* usage =
     "usage: clumprun -n 2 async [--peer R] [--reps R] [--json FILE]\n"
-    "       clumprun -n P async --dht [--keys K] [--window W] [--reps R] [--json FILE]\n";
+    "       clumprun -n P async --dht|--dht-gas [--keys K] [--window W] [--reps R] [--json FILE]\n";
 
 struct options {
   int peer = 1;
   int reps = 7;
   bool dht = false;
+  bool gas_table = false;  // --dht-gas: the table in the global address space, by atomics
   long keys = 100000;
   long window = 1000;
   std::string json = "bench-async.json";
@@ -66,6 +69,8 @@ bool parse(int argc, char** argv, options& o, std::string& err) {
       o.help = true;
     } else if (a == "--dht") {
       o.dht = true;
+    } else if (a == "--dht-gas") {
+      o.dht = o.gas_table = true;
     } else if (a == "--peer") {
       if (!value(0, 1 << 20, v)) return false;
       o.peer = static_cast<int>(v);
@@ -122,6 +127,21 @@ uint64_t mix(uint64_t x) {  // splitmix64: the keys, and their owners
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
+}
+
+// --dht-gas: one insert, by compare-and-swap of the key into its slot at the
+// owner (the next slot when another key holds it), then a put of the value.
+clump::future<bool> gas_insert(gas::global_ptr<uint64_t> keys, gas::global_ptr<uint64_t> values, uint64_t mask,
+                               int owner, uint64_t key, uint64_t value) {
+  for (uint64_t slot = key & mask, probes = 0; probes <= mask; slot = (slot + 1) & mask, ++probes) {
+    const auto at = static_cast<std::ptrdiff_t>(slot);
+    const uint64_t old = co_await gas::rcompare_swap(keys.on(owner) + at, uint64_t{0}, key);
+    if (old == 0 || old == key) {
+      co_await gas::rput(values.on(owner) + at, value);
+      co_return old == 0;
+    }
+  }
+  co_return false;
 }
 
 clump::future<int> rpc_loop(int peer, long n) {
@@ -264,10 +284,22 @@ int hash_table(clump::runtime& rt, const options& o) {
   const int me = rt.rank(), n = rt.size();
   uint64_t slots = 1;
   while (slots < static_cast<uint64_t>(o.keys) * 2) slots <<= 1;  // every rank's keys fit, half full on average
+  std::optional<gas::space> gs;
+  gas::global_ptr<uint64_t> gkeys, gvalues;
+  if (o.gas_table) {
+    gs.emplace(rt, 2 * slots * sizeof(uint64_t) + (1u << 20));
+    gkeys = gas::all_alloc<uint64_t>(slots);
+    gvalues = gas::all_alloc<uint64_t>(slots);
+  }
   bench::series s;
   uint64_t salt = 0;
   auto round = [&] {
-    local_table.reset(slots);
+    if (o.gas_table) {
+      std::fill_n(gkeys.local(), slots, uint64_t{0});
+      std::fill_n(gvalues.local(), slots, uint64_t{0});
+    } else {
+      local_table.reset(slots);
+    }
     ++salt;
     rt.barrier();
     const auto t0 = std::chrono::steady_clock::now();
@@ -276,7 +308,9 @@ int hash_table(clump::runtime& rt, const options& o) {
     uint64_t fresh = 0;
     for (long i = 0; i < o.keys; ++i) {
       const uint64_t key = mix(salt << 40 ^ static_cast<uint64_t>(me) << 32 ^ static_cast<uint64_t>(i)) | 1;
-      flight.push_back(clump::rpc(static_cast<int>(mix(key) % static_cast<uint64_t>(n)), dht_insert, key, key * 3));
+      const int owner = static_cast<int>(mix(key) % static_cast<uint64_t>(n));
+      flight.push_back(o.gas_table ? gas_insert(gkeys, gvalues, slots - 1, owner, key, key * 3)
+                                   : clump::rpc(owner, dht_insert, key, key * 3));
       if (flight.size() == static_cast<size_t>(o.window) || i + 1 == o.keys) {
         for (bool f : clump::when_all(std::move(flight)).wait()) fresh += f;
         flight.clear();
@@ -296,18 +330,24 @@ int hash_table(clump::runtime& rt, const options& o) {
   if (me != 0) return 0;
   bench::report rep;
   rep.machine = bench::machine_info();
-  rep.job = {{"ranks", n}, {"node_ranks", rt.node_size()}, {"keys_per_rank", o.keys}, {"window", o.window}};
+  rep.job = {{"ranks", n},
+             {"node_ranks", rt.node_size()},
+             {"keys_per_rank", o.keys},
+             {"window", o.window},
+             {"table", o.gas_table ? "gas" : "rpc"}};
   rep.config = {{"reps", o.reps}, {"clump", bench::clump_environment()}};
   bench::row r;
   r.section = "distributed hash table";
-  r.id = "dht_inserts";
+  r.id = o.gas_table ? "dht_gas_inserts" : "dht_inserts";
   r.size = "8 B + 8 B";
   r.unit = "M inserts/s";
   r.data = s;
   rep.rows.push_back(r);
-  rep.notes.push_back("dht_inserts: every rank inserts " + std::to_string(o.keys) +
-                      " uint64 keys and values, each an rpc to the key's owner (open addressing there), " +
-                      std::to_string(o.window) + " in flight; the job's inserts a second, barrier to barrier");
+  rep.notes.push_back(r.id + ": every rank inserts " + std::to_string(o.keys) + " uint64 keys and values, each " +
+                      (o.gas_table ? "a coroutine of gas::rcompare_swap of the key into its slot at the owner, then "
+                                     "gas::rput of the value"
+                                   : "an rpc to the key's owner (open addressing there)") +
+                      ", " + std::to_string(o.window) + " in flight; the job's inserts a second, barrier to barrier");
   rep.legend = "ratio: none; bench/async-bench puts this beside the same table with MPI one-sided operations\n";
   rep.print(stdout);
   return bench::write_json(rep.to_json(), o.json) ? 0 : 1;
