@@ -48,10 +48,11 @@
 /// it. Arguments and results are trivially copyable values, `std::string`
 /// (`std::string_view` for arguments), `std::vector<T>` and `std::span<const
 /// T>` of trivially copyable `T`: up to 60 bytes of plain values go in the
-/// words of a short message, anything else as one medium message payload
-/// (at most `clump::max_medium()` bytes, arguments and result each; a call
-/// beyond that fails with status::bad_arg and says so). A `std::span<const
-/// T>` argument is a view into the arriving message, without a copy.
+/// words of a short message, anything else as one medium message payload,
+/// or in pieces of `clump::max_medium()` bytes when larger (up to 4 GiB; a
+/// call beyond that fails with status::bad_arg and says so). A
+/// `std::span<const T>` argument is a view into the arriving message (or
+/// into the pieces put together), without a copy.
 
 #include <clump/am.hpp>
 #include <clump/status.hpp>
@@ -783,7 +784,16 @@ constexpr std::string_view signature_text() noexcept {
 // An answer's are [operation (2), outcome (1)] and then, when short, the result.
 inline constexpr unsigned call_words = 5;
 inline constexpr unsigned answer_words = 3;
-enum class outcome : uint32_t { ok = 0, unknown_function = 1, other_signature = 2, threw = 3, malformed = 4, too_big = 5 };
+// Arguments or a result of more than max_medium() bytes travel in pieces of
+// max_medium(): a call's pieces are medium requests to the engine's piece
+// handler, which puts them together and then runs the function; a result's
+// stay at the callee, which answers `big` with its size, and the caller
+// fetches them (medium replies, outcome `piece`).
+enum class outcome : uint32_t {
+  ok = 0, unknown_function = 1, other_signature = 2, threw = 3, malformed = 4, too_big = 5, big = 6, piece = 7, lost = 8
+};
+/// The most bytes of arguments, or of a result, that an rpc takes.
+inline constexpr uint64_t max_rpc_bytes = uint64_t{1} << 32;
 
 /// How one registered function is run from a message.
 using invoke_fn = void (*)(const void* fn, token_base& t, const uint32_t* words, unsigned nwords,
@@ -794,6 +804,11 @@ uint64_t register_function(std::string_view name, uint32_t signature, invoke_fn 
 /// The name registered under `id` (for errors), or "".
 std::string_view function_name(uint64_t id) noexcept;
 
+/// Answers a call with a result of more than max_medium() bytes: keeps it
+/// for the caller to fetch.
+void send_big_answer(token_base& t, uint64_t op, std::vector<std::byte>&& result) noexcept;
+/// Queues `c` to run in progress() (a continuation that sends, for instance).
+void schedule(continuation* c) noexcept;
 /// Answers a call: the result's words or bytes (or an error's text).
 void send_answer(token_base& t, uint64_t op, outcome o, const uint32_t* words, unsigned nwords,
                  std::span<const std::byte> payload) noexcept;
@@ -861,9 +876,16 @@ struct call_of {
           writer count{nullptr};
           codec<R>::write(count, result);
           if (count.size > max_medium()) {
-            const std::string why = std::to_string(count.size) + " bytes of result, more than max_medium() (" +
-                                    std::to_string(max_medium()) + ")";
-            send_answer(t, op, outcome::too_big, nullptr, 0, std::as_bytes(std::span(why)));
+            if (count.size > max_rpc_bytes) {
+              const std::string why = std::to_string(count.size) + " bytes of result, more than the " +
+                                      std::to_string(max_rpc_bytes) + " an rpc takes";
+              send_answer(t, op, outcome::too_big, nullptr, 0, std::as_bytes(std::span(why)));
+              return;
+            }
+            std::vector<std::byte> kept(count.size);
+            writer out{kept.data()};
+            codec<R>::write(out, result);
+            send_big_answer(t, op, std::move(kept));
             return;
           }
           writer out{scratch(count.size)};
@@ -949,8 +971,8 @@ void encode_call(int rank, uint64_t op, uint64_t id, uint32_t sig, std::string_v
   } else {
     writer count{nullptr};
     (codec<std::decay_t<P>>::write(count, static_cast<typename codec<std::decay_t<P>>::sent>(a)), ...);
-    if (count.size > max_medium()) {
-      send_call(rank, op, w, call_words, {}, count.size, name.data());  // refused there, with the sizes
+    if (count.size > max_rpc_bytes) {
+      send_call(rank, op, w, call_words, {}, count.size, name.data());  // refused, with the sizes
       return;
     }
     writer out{scratch(count.size)};

@@ -246,6 +246,8 @@ void fail_operation(uint64_t id, const std::string& why, status code) noexcept {
 
 size_t operations_in_flight() noexcept { return in_flight; }
 
+void schedule(continuation* c) noexcept { enqueue(c); }
+
 void use_bundle(bundle* b) noexcept {
   polled = b;
   ++polled_users;

@@ -15,6 +15,10 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
+#include <cstring>
+
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -54,6 +58,19 @@ struct async_engine::impl {
   bool warned_unknown = false;
   uint64_t last_id = 0;  // the function the last call ran (registrations never move: a map's nodes stay)
   const void* last = nullptr;
+  handler_index piece = 0, fetch = 0;  // big arguments in pieces; fetching a big result
+
+  // Big arguments arriving here, by (caller, its sequence number); big
+  // results kept here, by (caller, its operation); big results arriving here,
+  // by operation.
+  struct assembly {
+    std::vector<std::byte> bytes;
+    uint64_t got = 0;
+  };
+  uint64_t sequence = 0;  // of this process's calls in pieces
+  std::map<std::pair<uint32_t, uint64_t>, assembly> arguments;
+  std::map<std::pair<uint32_t, uint64_t>, assembly> results;  // `got`: bytes fetched so far
+  std::map<uint64_t, assembly> incoming;
 };
 
 namespace async_detail {
@@ -100,6 +117,21 @@ void send_answer(token_base& t, uint64_t op, outcome o, const uint32_t* words, u
                     current_engine->internals().answer, w, n, payload.data(), payload.size(), 0);
 }
 
+void send_big_answer(token_base& t, uint64_t op, std::vector<std::byte>&& result) noexcept {
+  if (!current_engine || op == 0) return;
+  auto& m = current_engine->internals();
+  const uint32_t caller = t.source().rank;
+  uint32_t w[2];
+  put_id(w, result.size());
+  try {
+    m.results[{caller, op}] = {std::move(result), 0};
+  } catch (...) {
+    send_answer(t, op, outcome::too_big, nullptr, 0, std::as_bytes(std::span("no memory to keep the result", 28)));
+    return;
+  }
+  send_answer(t, op, outcome::big, w, 2, {});
+}
+
 void send_call(int rank, uint64_t op, const uint32_t* words, unsigned nwords, std::span<const std::byte> payload,
                size_t payload_bytes, const char* name) {
   auto refuse = [&](status code, const std::string& why) {  // (out of the way: only on errors)
@@ -115,14 +147,33 @@ void send_call(int rank, uint64_t op, const uint32_t* words, unsigned nwords, st
     refuse(status::bad_arg, "rank " + std::to_string(rank) + " is outside the job (0.." + std::to_string(m.size - 1) + ")");
     return;
   }
-  if (payload_bytes > max_medium()) {
-    refuse(status::bad_arg, std::to_string(payload_bytes) + " bytes of arguments, more than max_medium() (" +
-                                std::to_string(max_medium()) + " bytes, CLUMP_MAX_MEDIUM)");
+  if (payload_bytes > max_rpc_bytes) {
+    refuse(status::bad_arg, std::to_string(payload_bytes) + " bytes of arguments, more than the " +
+                                std::to_string(max_rpc_bytes) + " an rpc takes");
     return;
   }
   if (clump::detail::handler_depth > 0) {
     refuse(status::bad_arg, "called inside a message handler (an rpc function runs in one), where only a reply may be "
                             "sent (AM-II): return a value instead");
+    return;
+  }
+  if (payload.size() > max_medium()) {
+    // In pieces: [the call's 5 words, sequence (2), total (2), offset (2)].
+    uint32_t w[call_words + 6];
+    std::copy(words, words + call_words, w);
+    put_id(w + call_words, ++m.sequence);
+    put_id(w + call_words + 2, payload.size());
+    const size_t piece = max_medium();
+    for (size_t at = 0; at < payload.size(); at += piece) {
+      put_id(w + call_words + 4, at);
+      const status s = m.ep.send_raw(rank, message_kind::medium, m.piece, w, call_words + 6, payload.data() + at,
+                                     std::min(piece, payload.size() - at), 0, false);
+      if (s != status::ok) {
+        refuse(s, std::string("a piece of the call could not be sent: ") + to_string(s));
+        break;
+      }
+    }
+    if (m.call_bytes.size() > (size_t{4} << 20)) std::vector<std::byte>().swap(m.call_bytes);  // give it back
     return;
   }
   const status s = m.ep.send_raw(rank, payload.empty() ? message_kind::short_message : message_kind::medium, m.call,
@@ -136,10 +187,9 @@ namespace {
 
 using namespace async_detail;
 
-// The call handler: finds the function and runs it; it answers.
-void on_call(void* ctx, token_base& t, const uint32_t* args, unsigned nargs, std::byte* data, size_t length) {
-  auto& m = *static_cast<async_engine::impl*>(ctx);
-  if (nargs < call_words) return;  // not a call of ours: nothing to answer
+// Finds the function of a call and runs it; it answers.
+void dispatch(async_engine::impl& m, token_base& t, const uint32_t* args, unsigned nargs,
+              std::span<const std::byte> payload) {
   const uint64_t id = get_id(args), op = get_id(args + 3);
   const uint32_t signature = args[2];
   // The function called last is usually called next: no hash lookup then.
@@ -162,8 +212,90 @@ void on_call(void* ctx, token_base& t, const uint32_t* args, unsigned nargs, std
     }
     return;
   }
-  f->invoke(f->fn, t, args, nargs, {data, length}, op != 0);
+  f->invoke(f->fn, t, args, nargs, payload, op != 0);
 }
+
+// The call handler.
+void on_call(void* ctx, token_base& t, const uint32_t* args, unsigned nargs, std::byte* data, size_t length) {
+  if (nargs < call_words) return;  // not a call of ours: nothing to answer
+  dispatch(*static_cast<async_engine::impl*>(ctx), t, args, nargs, {data, length});
+}
+
+// A piece of a call's arguments: kept until all have come, then the call runs.
+void on_piece(void* ctx, token_base& t, const uint32_t* args, unsigned nargs, std::byte* data, size_t length) {
+  auto& m = *static_cast<async_engine::impl*>(ctx);
+  if (nargs < call_words + 6) return;
+  const uint64_t op = get_id(args + 3), total = get_id(args + call_words + 2), at = get_id(args + call_words + 4);
+  const std::pair<uint32_t, uint64_t> key{t.source().rank, get_id(args + call_words)};
+  auto it = m.arguments.find(key);
+  if (it == m.arguments.end()) {
+    if (total > max_rpc_bytes || total <= max_medium()) {
+      if (op != 0) send_answer(t, op, outcome::malformed, nullptr, 0, {});
+      return;
+    }
+    try {
+      it = m.arguments.emplace(key, async_engine::impl::assembly{std::vector<std::byte>(total), 0}).first;
+    } catch (const std::bad_alloc&) {
+      if (op != 0) send_answer(t, op, outcome::too_big, nullptr, 0, std::as_bytes(std::span("no memory for the arguments", 27)));
+      return;
+    }
+  }
+  auto& a = it->second;
+  if (total != a.bytes.size() || at > total || length > total - at || a.got + length > total) {
+    m.arguments.erase(it);
+    if (op != 0) send_answer(t, op, outcome::malformed, nullptr, 0, {});
+    return;
+  }
+  std::memcpy(a.bytes.data() + at, data, length);
+  a.got += length;
+  if (a.got < total) return;
+  std::vector<std::byte> whole = std::move(a.bytes);
+  m.arguments.erase(it);
+  dispatch(m, t, args, call_words, whole);  // answers this, the last piece
+}
+
+// A request for a piece of a big result kept here: [operation (2), offset (2), bytes (2)].
+void on_fetch(void* ctx, token_base& t, const uint32_t* args, unsigned nargs, std::byte*, size_t) {
+  auto& m = *static_cast<async_engine::impl*>(ctx);
+  if (nargs < 6) return;
+  const uint64_t op = get_id(args), at = get_id(args + 2), bytes = get_id(args + 4);
+  auto it = m.results.find({t.source().rank, op});
+  if (it == m.results.end() || at > it->second.bytes.size() || bytes > it->second.bytes.size() - at ||
+      bytes > max_medium()) {
+    send_answer(t, op, outcome::lost, nullptr, 0, {});
+    return;
+  }
+  uint32_t w[2];
+  put_id(w, at);
+  send_answer(t, op, outcome::piece, w, 2, {it->second.bytes.data() + at, static_cast<size_t>(bytes)});
+  if ((it->second.got += bytes) >= it->second.bytes.size()) m.results.erase(it);  // all fetched
+}
+
+// Fetches a big result's pieces (sent from progress(), not from the handler
+// that heard of it: handlers may only reply).
+struct fetcher final : continuation {
+  async_engine::impl* m;
+  uint64_t op;
+  int rank;
+  uint64_t total;
+  void run() override {
+    uint32_t w[6];
+    put_id(w, op);
+    const size_t piece = max_medium();
+    for (uint64_t at = 0; at < total; at += piece) {
+      put_id(w + 2, at);
+      put_id(w + 4, std::min<uint64_t>(piece, total - at));
+      const status s = m->ep.send_raw(rank, message_kind::short_message, m->fetch, w, 6, nullptr, 0, 0, false);
+      if (s != status::ok) {
+        m->incoming.erase(op);
+        fail_operation(op, std::string("fetching the result failed: ") + to_string(s), s);
+        break;
+      }
+    }
+    this->~fetcher();
+    pool_free(this, sizeof(fetcher));
+  }
+};
 
 // The answer handler: completes (or fails) the operation.
 void on_answer(void*, token_base& t, const uint32_t* args, unsigned nargs, std::byte* data, size_t length) {
@@ -196,8 +328,51 @@ void on_answer(void*, token_base& t, const uint32_t* args, unsigned nargs, std::
     case outcome::too_big:
       fail_operation(op, "on " + peer + ": " + std::string(text), status::bad_arg);
       return;
+    case outcome::big:
+      if (nargs >= answer_words + 2) {
+        auto& m = async_engine::current().internals();
+        const uint64_t total = get_id(args + answer_words);
+        if (total > max_medium() && total <= max_rpc_bytes) {
+          try {
+            m.incoming[op] = {std::vector<std::byte>(total), 0};
+          } catch (const std::bad_alloc&) {
+            fail_operation(op, "no memory for a result of " + std::to_string(total) + " bytes", status::resource);
+            return;
+          }
+          auto* f = new (pool_allocate(sizeof(fetcher))) fetcher;
+          f->m = &m;
+          f->op = op;
+          f->rank = static_cast<int>(t.source().rank);
+          f->total = total;
+          schedule(f);
+          return;
+        }
+      }
+      break;
+    case outcome::piece:
+      if (nargs >= answer_words + 2) {
+        auto& m = async_engine::current().internals();
+        auto it = m.incoming.find(op);
+        const uint64_t at = get_id(args + answer_words);
+        if (it != m.incoming.end() && at <= it->second.bytes.size() && length <= it->second.bytes.size() - at) {
+          std::memcpy(it->second.bytes.data() + at, data, length);
+          if ((it->second.got += length) >= it->second.bytes.size()) {
+            std::vector<std::byte> whole = std::move(it->second.bytes);
+            m.incoming.erase(it);
+            answer(op, nullptr, 0, whole);
+          }
+          return;
+        }
+      }
+      break;
+    case outcome::lost:
+      async_engine::current().internals().incoming.erase(op);
+      fail_operation(op, peer + " no longer has the result", status::resource);
+      return;
   }
-  fail_operation(op, peer + " answered with an unknown outcome " + std::to_string(args[2]), status::bad_arg);
+  async_engine::current().internals().incoming.erase(op);
+  fail_operation(op, peer + " answered with a malformed message (outcome " + std::to_string(args[2]) + ")",
+                 status::bad_arg);
 }
 
 }  // namespace
@@ -212,9 +387,18 @@ async_engine::async_engine(runtime& rt) : impl_(new impl(rt)) {
   m.size = rt.size();
   m.call = m.ep.set_raw_handler(-1, &on_call, &m, detail::role::request, -1, -1);
   m.answer = m.ep.set_raw_handler(-1, &on_answer, &m, detail::role::reply, -1, -1);
+  m.piece = m.ep.set_raw_handler(-1, &on_piece, &m, detail::role::request, -1, -1);
+  m.fetch = m.ep.set_raw_handler(-1, &on_fetch, &m, detail::role::request, -1, -1);
   // A call or answer that came back: its destination failed.
   m.ep.on_returned([&m](const returned_message& r) {
-    if (r.handler != m.call || r.args.size() < call_words) return;
+    if (r.handler == m.fetch && r.args.size() >= 2) {
+      const uint64_t op = get_id(r.args.data());
+      m.incoming.erase(op);
+      fail_operation(op, "fetching the result from rank " + std::to_string(r.destination.rank) +
+                             " came back: " + to_string(r.reason));
+      return;
+    }
+    if ((r.handler != m.call && r.handler != m.piece) || r.args.size() < call_words) return;
     const uint64_t op = get_id(r.args.data() + 3);
     if (op == 0) {
       core::log_warning("rpc_ff to rank %u came back: %s", r.destination.rank, to_string(r.reason));

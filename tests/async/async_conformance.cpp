@@ -81,6 +81,10 @@ const auto waits = clump::rpc_function("waits", [](int) {
   clump::promise<int> p;
   return p.get_future().wait();  // throws: it would never return
 });
+int64_t big_ff_sum = 0;  // what rpc_ff calls with big arguments added here
+const auto add_all = clump::rpc_function("add_all", [](const std::vector<int64_t>& v) {
+  for (int64_t x : v) big_ff_sum += x;
+});
 bool released = false;  // (dead) rank 0 has done its checks: the others may leave
 const auto release = clump::rpc_function("release", [] { released = true; });
 const auto bump = clump::rpc_function("bump", [](int64_t v) {
@@ -244,17 +248,25 @@ int scenario_rpc(clump::runtime& rt) {
     // 60 bytes of plain arguments go in a short message, 64 in a medium one: both arrive.
     CHECK(clump::rpc(r, sixty, 1, 2, 3, 4, 5, 6, 7, 8).wait() == 36, "sixty on %d", r);
     CHECK(clump::rpc(r, sixty_four, 1, 2, 3, 4, 5, 6, 7, 8).wait() == 36, "sixty_four on %d", r);
-    // The largest arguments and results, and one byte more.
+    // Arguments and results about the medium limit (one message; then pieces), and large ones.
     const size_t most = clump::max_medium() - 8;  // the count takes 8 bytes
-    std::vector<std::byte> big(most, std::byte{7});
-    CHECK(clump::rpc(r, count_bytes, big).wait() == most, "max_medium() arguments to %d", r);
-    big.push_back(std::byte{7});
-    std::string e = error_of(clump::rpc(r, count_bytes, big));
-    CHECK(has(e, "more than max_medium()") && has(e, "count_bytes"), "arguments too big: %s", e.c_str());
-    CHECK(clump::rpc(r, make_bytes, uint64_t{most}).wait().size() == most, "max_medium() result from %d", r);
-    e = error_of(clump::rpc(r, make_bytes, uint64_t{most + 1}));
-    CHECK(has(e, "more than max_medium()") && has(e, ("rank " + std::to_string(r)).c_str()), "result too big: %s",
-          e.c_str());
+    for (size_t bytes : {most, most + 1, 3 * clump::max_medium() + 5, size_t{5} << 20}) {
+      std::vector<std::byte> big(bytes);
+      for (size_t i = 0; i < bytes; ++i) big[i] = static_cast<std::byte>((i * 7 + bytes) & 0xff);
+      CHECK(clump::rpc(r, count_bytes, big).wait() == bytes, "%zu bytes of arguments to %d", bytes, r);
+      const std::vector<char> got = clump::rpc(r, make_bytes, uint64_t{bytes}).wait();
+      CHECK(got.size() == bytes && got.front() == 'x' && got.back() == 'x', "%zu bytes of result from %d", bytes, r);
+    }
+    std::vector<uint16_t> wide(300000);
+    for (size_t i = 0; i < wide.size(); ++i) wide[i] = static_cast<uint16_t>(i * 13);
+    const std::vector<uint16_t> back = clump::rpc(r, reversed, wide).wait();  // big both ways
+    CHECK(back.size() == wide.size() && back.front() == wide.back() && back.back() == wide.front() &&
+              back[1234] == wide[wide.size() - 1235],
+          "600 KB reversed by %d", r);
+    // Past the limit: refused here, without reading the bytes (the span is never read).
+    const std::byte* nowhere = reinterpret_cast<const std::byte*>(&wide);
+    std::string e = error_of(clump::rpc(r, count_bytes, std::span<const std::byte>(nowhere, (size_t{1} << 32) + 1)));
+    CHECK(has(e, "an rpc takes") && has(e, "count_bytes"), "arguments too big: %s", e.c_str());
     // Errors, each naming the function and the rank.
     e = error_of(clump::rpc(r, thrower, -5));
     CHECK(has(e, "thrower") && has(e, "negative: -5") && has(e, ("rank " + std::to_string(r)).c_str()), "throw: %s",
@@ -293,6 +305,14 @@ int scenario_rpc(clump::runtime& rt) {
     for (int r = 0; r < n; ++r) clump::rpc_ff(r, bump, int64_t{i});
   rt.wait_until([&] { return ff_calls == each * n; });
   CHECK(ff_sum == int64_t{n} * each * (each - 1) / 2, "rpc_ff sum %lld", static_cast<long long>(ff_sum));
+  // rpc_ff with arguments in pieces: 3 calls of 100000 values to every rank.
+  std::vector<int64_t> many_values(100000);
+  std::iota(many_values.begin(), many_values.end(), int64_t{1});
+  for (int k = 0; k < 3; ++k)
+    for (int r = 0; r < n; ++r) clump::rpc_ff(r, add_all, many_values);
+  const int64_t want_big = int64_t{3} * n * (100000LL * 100001 / 2);
+  rt.wait_until([&] { return big_ff_sum >= want_big; });
+  CHECK(big_ff_sum == want_big, "rpc_ff in pieces: sum %lld", static_cast<long long>(big_ff_sum));
 
   // Many calls in flight at once, answered in any order.
   std::vector<clump::future<int>> many;

@@ -33,6 +33,7 @@ const setup setups[] = {
     {"nodes2_of_4", 4, {}, {"-N", "2"}},
     {"net_2", 2, {"CLUMP_PROTOCOL=net"}, {}},
     {"net_3", 3, {"CLUMP_PROTOCOL=net"}, {}},
+    {"lossy_nodes2_of_3", 3, {"CLUMP_NET_FAULT=drop=0.05,dup=0.05,reorder=0.05,seed=11"}, {"-N", "2"}},
 #if defined(CLUMP_HAVE_OFI)
     {"ofi_tcp_nodes2_of_3", 3, {"CLUMP_NET=ofi", "FI_PROVIDER=tcp"}, {"-N", "2"}},
 #endif
