@@ -62,6 +62,7 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <new>
 #include <optional>
 #include <span>
@@ -799,8 +800,8 @@ inline constexpr uint64_t max_rpc_bytes = uint64_t{1} << 32;
 using invoke_fn = void (*)(const void* fn, token_base& t, const uint32_t* words, unsigned nwords,
                            std::span<const std::byte> payload, bool answer);
 /// Registers a function under `name` (throws clump::error for a name taken,
-/// or two names with one hash). Returns its id.
-uint64_t register_function(std::string_view name, uint32_t signature, invoke_fn invoke, const void* fn);
+/// or two names with one hash); the registry keeps `fn`. Returns its id.
+uint64_t register_function(std::string_view name, uint32_t signature, invoke_fn invoke, std::shared_ptr<const void> fn);
 /// The name registered under `id` (for errors), or "".
 std::string_view function_name(uint64_t id) noexcept;
 
@@ -951,8 +952,9 @@ template <class F>
 auto rpc_function(std::string_view name, F f) {
   using fn_type = std::decay_t<F>;
   using remote = async_detail::remote_type<std::conditional_t<std::is_pointer_v<fn_type>, std::remove_pointer_t<fn_type>, fn_type>>;
-  const auto* kept = new fn_type(std::move(f));  // lives as long as the process
-  const uint64_t id = async_detail::register_function(name, remote::signature(), &remote::template invoke<fn_type>, kept);
+  auto kept = std::make_shared<const fn_type>(std::move(f));  // the registry keeps it for the process's life
+  const uint64_t id = async_detail::register_function(name, remote::signature(), &remote::template invoke<fn_type>,
+                                                      std::move(kept));
   return remote(id, async_detail::function_name(id));
 }
 

@@ -35,7 +35,7 @@ struct registered {
   std::string name;
   uint32_t signature;
   async_detail::invoke_fn invoke;
-  const void* fn;
+  std::shared_ptr<const void> fn;
 };
 
 // Function-local: registrations run during static initialisation, in any order.
@@ -75,10 +75,10 @@ struct async_engine::impl {
 
 namespace async_detail {
 
-uint64_t register_function(std::string_view name, uint32_t signature, invoke_fn invoke, const void* fn) {
+uint64_t register_function(std::string_view name, uint32_t signature, invoke_fn invoke, std::shared_ptr<const void> fn) {
   if (name.empty()) throw error(status::bad_arg, "rpc_function", "a function needs a name");
   const uint64_t id = hash(name);
-  auto [at, added] = registry().try_emplace(id, registered{std::string(name), signature, invoke, fn});
+  auto [at, added] = registry().try_emplace(id, registered{std::string(name), signature, invoke, std::move(fn)});
   if (!added) {
     if (at->second.name == name)
       throw error(status::bad_arg, "rpc_function", "the name '" + std::string(name) + "' is registered already");
@@ -212,7 +212,7 @@ void dispatch(async_engine::impl& m, token_base& t, const uint32_t* args, unsign
     }
     return;
   }
-  f->invoke(f->fn, t, args, nargs, payload, op != 0);
+  f->invoke(f->fn.get(), t, args, nargs, payload, op != 0);
 }
 
 // The call handler.
