@@ -318,6 +318,16 @@ struct space::impl {
     return at;
   }
 
+  // An atomic another node asked for, on this segment: false (nothing
+  // done, no answer) when the word is out of range or misaligned.
+  bool serve_atomic(uint32_t op, uint32_t shape, uint64_t offset, uint64_t a, uint64_t b, uint64_t& old) {
+    const unsigned width = shape & 0xffu;
+    if ((width != 4 && width != 8) || offset % width || offset < control_bytes || offset > seg_len - width) return false;
+    lock_guard g(locked_atomics ? &control() : nullptr, rank, true);
+    old = apply_word(seg.data() + offset, static_cast<atomic_op>(op), width, shape >> 8, a, b);
+    return true;
+  }
+
   // A blocking send that must not fail quietly: a status other than ok means
   // the destination cannot be reached.
   static void sent(status s, const char* what) {
@@ -365,10 +375,8 @@ space::space(runtime& rt, size_t segment_bytes) : impl_(std::make_unique<impl>(r
     --m.pending;
   });
   m.atomic_req = m.ep.on_request([&m](token& t, uint32_t op, uint32_t shape, uint64_t offset, uint64_t a, uint64_t b) {
-    const unsigned width = shape & 0xffu;
-    if ((width != 4 && width != 8) || offset % width || offset < control_bytes || offset > m.seg_len - width) return;
-    lock_guard g(m.locked_atomics ? &m.control() : nullptr, m.rank, true);
-    (void)t.reply(m.atomic_ans, apply_word(m.seg.data() + offset, static_cast<atomic_op>(op), width, shape >> 8, a, b));
+    uint64_t old;
+    if (m.serve_atomic(op, shape, offset, a, b, old)) (void)t.reply(m.atomic_ans, old);
   });
   m.call_req = m.ep.on_request([&m](token& t, uint32_t procedure, uint64_t offset, uint64_t bytes, uint64_t argument) {
     if (procedure >= m.procedures.size() || offset < control_bytes || offset > m.seg_len || bytes > m.seg_len - offset) return;
@@ -403,11 +411,8 @@ space::space(runtime& rt, size_t segment_bytes) : impl_(std::make_unique<impl>(r
   m.fput_done = m.ep.on_reply([](token&, uint64_t op) { async_detail::answer(op, nullptr, 0, {}); });
   m.fatomic_req = m.ep.on_request(
       [&m](token& t, uint32_t op, uint32_t shape, uint64_t offset, uint64_t a, uint64_t b, uint64_t number) {
-        const unsigned width = shape & 0xffu;
-        if ((width != 4 && width != 8) || offset % width || offset < control_bytes || offset > m.seg_len - width) return;
-        lock_guard g(m.locked_atomics ? &m.control() : nullptr, m.rank, true);
-        (void)t.reply(m.fatomic_done, number,
-                      apply_word(m.seg.data() + offset, static_cast<atomic_op>(op), width, shape >> 8, a, b));
+        uint64_t old;
+        if (m.serve_atomic(op, shape, offset, a, b, old)) (void)t.reply(m.fatomic_done, number, old);
       });
   m.fatomic_done = m.ep.on_reply([](token&, uint64_t op, uint64_t old) {
     uint32_t w[2];
@@ -658,19 +663,31 @@ void store_bytes(int rank, uint64_t offset, const void* src, size_t bytes) {
          "gas::store");
 }
 
-uint64_t atomic_bytes(atomic_op op, int rank, uint64_t offset, unsigned width, bool is_signed, uint64_t operand,
-                      uint64_t desired) {
-  space::impl& m = space::current().internals();
+namespace {
+// An atomic's word, checked (in the job, in the segment, aligned) and
+// counted: its address here when it is on this node, else nullptr.
+std::byte* atomic_word_at(space::impl& m, int rank, uint64_t offset, unsigned width) {
   m.check(rank, offset, width, "gas atomic");
   if (offset % width)
     throw error(status::bad_arg, "gas atomic",
                 "the word at offset " + std::to_string(offset) + " is not aligned to its " + std::to_string(width) +
                     " bytes");
   m.count(rank, width);
-  if (std::byte* b = m.base[static_cast<size_t>(rank)]) {
-    lock_guard g(m.locked_atomics ? m.control_of(rank) : nullptr, m.rank, false);
-    return apply_word(b + offset, op, width, is_signed, operand, desired);
-  }
+  std::byte* b = m.base[static_cast<size_t>(rank)];
+  return b ? b + offset : nullptr;
+}
+// Applies an atomic to a word of this node (under its owner's lock once there are procedures).
+uint64_t apply_here(space::impl& m, std::byte* word, int owner, atomic_op op, unsigned width, bool is_signed,
+                    uint64_t operand, uint64_t desired) {
+  lock_guard g(m.locked_atomics ? m.control_of(owner) : nullptr, m.rank, false);
+  return apply_word(word, op, width, is_signed, operand, desired);
+}
+}  // namespace
+
+uint64_t atomic_bytes(atomic_op op, int rank, uint64_t offset, unsigned width, bool is_signed, uint64_t operand,
+                      uint64_t desired) {
+  space::impl& m = space::current().internals();
+  if (std::byte* w = atomic_word_at(m, rank, offset, width)) return apply_here(m, w, rank, op, width, is_signed, operand, desired);
   ++m.pending;
   m.sent(m.ep.request(rank, m.atomic_req, static_cast<uint32_t>(op), width | (is_signed ? 0x100u : 0u), offset, operand,
                       desired),
@@ -777,18 +794,8 @@ void rput_bytes(async_detail::state_base& s, int rank, uint64_t offset, const vo
 void ratomic_bytes(async_detail::state_base& s, void* result, atomic_op op, int rank, uint64_t offset, unsigned width,
                    bool is_signed, uint64_t operand, uint64_t desired) {
   space::impl& m = space::current().internals();
-  m.check(rank, offset, width, "gas atomic");
-  if (offset % width)
-    throw error(status::bad_arg, "gas atomic",
-                "the word at offset " + std::to_string(offset) + " is not aligned to its " + std::to_string(width) +
-                    " bytes");
-  m.count(rank, width);
-  if (std::byte* b = m.base[static_cast<size_t>(rank)]) {
-    uint64_t old;
-    {
-      lock_guard g(m.locked_atomics ? m.control_of(rank) : nullptr, m.rank, false);
-      old = apply_word(b + offset, op, width, is_signed, operand, desired);
-    }
+  if (std::byte* w = atomic_word_at(m, rank, offset, width)) {
+    const uint64_t old = apply_here(m, w, rank, op, width, is_signed, operand, desired);
     std::memcpy(result, &old, width);
     s.finish();
     return;
