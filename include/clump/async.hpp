@@ -393,6 +393,15 @@ void fulfil(state<R>& out, F& f, A&&... a) {
   }
 }
 
+template <class T, class F>
+struct then_result {
+  using type = std::invoke_result_t<F&, T&>;
+};
+template <class F>
+struct then_result<void, F> {
+  using type = std::invoke_result_t<F&>;
+};
+
 template <class T>
 struct unwrap {
   using type = T;
@@ -407,8 +416,7 @@ struct unwrap<future<T>> {
 template <class T>
 template <class F>
 auto future<T>::then(F f) {
-  using raw_result = std::conditional_t<std::is_void_v<T>, std::invoke_result<F&>, std::invoke_result<F&, T&>>;
-  using R = typename async_detail::unwrap<typename raw_result::type>::type;
+  using R = typename async_detail::unwrap<typename async_detail::then_result<T, F>::type>::type;
   struct node final : async_detail::continuation {
     async_detail::state_ref<T> in;
     async_detail::state_ref<R> out;

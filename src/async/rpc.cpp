@@ -45,6 +45,7 @@ std::unordered_map<uint64_t, registered>& registry() {
 }
 
 async_engine* current_engine = nullptr;
+std::vector<std::byte> call_bytes, answer_bytes;  // scratch (see async_detail::scratch)
 
 }  // namespace
 
@@ -54,7 +55,6 @@ struct async_engine::impl {
   endpoint ep;
   int rank = 0, size = 1;
   handler_index call = 0, answer = 0;
-  std::vector<std::byte> call_bytes, answer_bytes;  // scratch (see async_detail::scratch)
   bool warned_unknown = false;
   uint64_t last_id = 0;  // the function the last call ran (registrations never move: a map's nodes stay)
   const void* last = nullptr;
@@ -98,8 +98,7 @@ std::byte* scratch(size_t bytes) {
   // Answers are written inside handlers, calls outside: two buffers, so that
   // a call whose send polls (a full queue) and runs a handler that answers
   // does not find its bytes overwritten.
-  auto& m = async_engine::current().internals();
-  auto& b = clump::detail::handler_depth > 0 ? m.answer_bytes : m.call_bytes;
+  auto& b = clump::detail::handler_depth > 0 ? answer_bytes : call_bytes;
   if (b.size() < bytes) b.resize(bytes);
   return b.data();
 }
@@ -173,7 +172,7 @@ void send_call(int rank, uint64_t op, const uint32_t* words, unsigned nwords, st
         break;
       }
     }
-    if (m.call_bytes.size() > (size_t{4} << 20)) std::vector<std::byte>().swap(m.call_bytes);  // give it back
+    if (call_bytes.size() > (size_t{4} << 20)) std::vector<std::byte>().swap(call_bytes);  // give it back
     return;
   }
   const status s = m.ep.send_raw(rank, payload.empty() ? message_kind::short_message : message_kind::medium, m.call,

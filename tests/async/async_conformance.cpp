@@ -192,6 +192,28 @@ int scenario_futures() {
   }
   CHECK(why == "from a coroutine", "a coroutine's exception fails its future (%s)", why.c_str());
 
+  // futures of void: then, when_all, a failed one
+  int after_void = 0;
+  clump::promise<> pv;
+  auto tv = pv.get_future().then([&] {
+    after_void = 7;
+    return 8;
+  });
+  CHECK(!tv.ready() && after_void == 0, "then on a future<void> waits");
+  pv.set_value();
+  CHECK(tv.wait() == 8 && after_void == 7, "then on a future<void> ran");
+  auto voids = clump::when_all(clump::make_ready_future(), clump::make_ready_future(3));
+  CHECK(std::get<1>(voids.wait()) == 3, "when_all with a future<void>");
+  auto gone = clump::make_failed_future<int>(std::make_exception_ptr(std::runtime_error("made so")));
+  CHECK(gone.ready() && gone.failed(), "a failed future is ready and failed");
+  why.clear();
+  try {
+    gone.wait();
+  } catch (const std::runtime_error& e) {
+    why = e.what();
+  }
+  CHECK(why == "made so", "make_failed_future's error (%s)", why.c_str());
+
   // a future with no state
   clump::future<int> none;
   threw = false;
