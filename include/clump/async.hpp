@@ -667,6 +667,9 @@ struct codec;
 template <class T>
   requires std::is_trivially_copyable_v<T>
 struct codec<T> {
+  static_assert(!std::is_pointer_v<T> && !std::is_member_pointer_v<T>,
+                "rpc: a pointer means nothing in another process: send the data (a span, a vector, a string) "
+                "or a gas::global_ptr");
   using sent = const T&;
   static constexpr bool plain = true;
   static void write(writer& w, const T& v) {
@@ -737,6 +740,14 @@ struct codec<std::span<const T>> : array_codec<T> {
     return {reinterpret_cast<const T*>(to), n};
   }
 };
+/// A span of elements another process would write into: refused.
+template <class T>
+  requires(!std::is_const_v<T>)
+struct codec<std::span<T>> {
+  static_assert(std::is_const_v<T>, "rpc: take std::span<const T>: the callee gets a view of the message, which it "
+                                    "cannot write back; return a std::vector<T> for results");
+};
+
 template <>
 struct codec<std::string> : array_codec<char> {
   using sent = std::string_view;
