@@ -43,7 +43,7 @@ static long by_messages(int me, int n, long keys, long window, uint64_t salt, ui
   MPI_Status st;
   MPI_Irecv(in, 2, MPI_UINT64_T, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &req);
   long next = 0, answers = 0, fresh = 0, pending = 0;
-  int dones = 0, said_done = 0;
+  int dones = 0, said_done = 0, receiving = 1;
   uint64_t* values = table + mask + 1;
   while (answers < keys || dones < n) {
     while (next < keys && pending < window) {
@@ -72,9 +72,11 @@ static long by_messages(int me, int n, long keys, long window, uint64_t salt, ui
       for (int r = 0; r < n; ++r)
         if (r != me) MPI_Send(out, 0, MPI_UINT64_T, r, tag_done, MPI_COMM_WORLD);
     }
+    if (answers == keys && dones == n) break;  /* done: the receive posted last is cancelled below */
     int flag = 0;
     MPI_Test(&req, &flag, &st);
     if (!flag) continue;
+    receiving = 0;
     if (st.MPI_TAG == tag_insert) {
       uint64_t was_new = 0;
       for (uint64_t slot = in[0] & mask, probes = 0; probes <= mask; slot = (slot + 1) & mask, ++probes)
@@ -92,7 +94,17 @@ static long by_messages(int me, int n, long keys, long window, uint64_t salt, ui
     } else {
       ++dones;
     }
-    if (answers < keys || dones < n) MPI_Irecv(in, 2, MPI_UINT64_T, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &req);
+    if (answers < keys || dones < n) {
+      MPI_Irecv(in, 2, MPI_UINT64_T, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &req);
+      receiving = 1;
+    }
+  }
+  /* Nothing more is coming (every rank has its answers, so every insert to
+   * this one was answered): a receive still posted would take the next
+   * round's first message into this round's buffer. */
+  if (receiving) {
+    MPI_Cancel(&req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
   }
   return fresh;
 }
