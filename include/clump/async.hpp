@@ -569,7 +569,7 @@ struct future<T>::awaiter final : async_detail::continuation {
 };
 
 namespace async_detail {
-template <class T, class Derived>
+template <class T>
 struct promise_base {
   state_ref<T> ref{state<T>::make()};
   future<T> get_return_object() noexcept { return future<T>(ref); }
@@ -582,14 +582,14 @@ struct promise_base {
 }  // namespace async_detail
 
 template <class T>
-struct future<T>::promise_type : async_detail::promise_base<T, promise_type> {
+struct future<T>::promise_type : async_detail::promise_base<T> {
   template <class V>
   void return_value(V&& v) {
     this->ref.s->set(std::forward<V>(v));
   }
 };
 template <>
-struct future<void>::promise_type : async_detail::promise_base<void, promise_type> {
+struct future<void>::promise_type : async_detail::promise_base<void> {
   void return_void() { this->ref.s->set(); }
 };
 
@@ -837,8 +837,6 @@ void send_call(int rank, uint64_t op, const uint32_t* words, unsigned nwords, st
                size_t payload_bytes, const char* name);
 /// A buffer for one message's bytes (reused; one thread).
 std::byte* scratch(size_t bytes);
-/// Fails `s` with a clump::error.
-void fail_state(state_base& s, status code, const std::string& what, const std::string& why, int peer) noexcept;
 
 template <class R>
 bool deliver_result(state_base& base, void*, size_t, const uint32_t* words, unsigned nwords, std::span<const std::byte> payload) {

@@ -256,13 +256,6 @@ void drop_bundle(bundle* b) noexcept {
   if (polled == b && --polled_users == 0) polled = nullptr;
 }
 
-void fail_state(state_base& s, status code, const std::string& what, const std::string& why, int peer) noexcept {
-  try {
-    s.fail(std::make_exception_ptr(error(code, what, why, peer)));
-  } catch (...) {
-    s.fail(std::current_exception());
-  }
-}
 
 }  // namespace clump::async_detail
 
