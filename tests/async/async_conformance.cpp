@@ -87,6 +87,8 @@ const auto add_all = clump::rpc_function("add_all", [](const std::vector<int64_t
 });
 bool released = false;  // (dead) rank 0 has done its checks: the others may leave
 const auto release = clump::rpc_function("release", [] { released = true; });
+int finished = 0;  // (dead) the other living ranks that are past every collective
+const auto finish = clump::rpc_function("finish", [] { ++finished; });
 const auto bump = clump::rpc_function("bump", [](int64_t v) {
   ++ff_calls;
   ff_sum += v;
@@ -486,9 +488,14 @@ int scenario_dead(clump::runtime& rt) {
   std::printf("dead: rank %d's calls to rank %d failed in %.2f s: %s\n", rt.rank(), victim, secs, e.c_str());
   // No rank leaves before rank 0 is past every collective (clumprun ends the
   // job when a rank exits while another waits for it in one).
+  // Each says so to rank 0 once it is past them (an rpc is answered even
+  // inside a barrier, so the answer alone would not show it), and rank 0
+  // lets them go once all have.
   if (rt.rank() == 0) {
+    rt.wait_until([&] { return finished == victim - 1; });
     for (int r = 1; r < victim; ++r) clump::rpc(r, release).wait();
   } else {
+    clump::rpc(0, finish).wait();
     rt.wait_until([] { return released; });
   }
   std::fflush(nullptr);
