@@ -90,9 +90,19 @@ int main(int argc, char** argv) {
     rt.wait_until([&] { return stop; });
   } else if (echo) {
     const size_t small = argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 0;
+    if (std::max(bytes, small) > clump::max_medium()) {
+      std::fprintf(stderr, "netprobe echo: %zu bytes is more than a medium message carries (max_medium() = %zu)\n",
+                   std::max(bytes, small), clump::max_medium());
+      for (int r = 1; r < rt.size(); ++r) (void)ep.request(r, quit);
+      rt.barrier();
+      return 2;
+    }
     const std::vector<std::byte> big(bytes, std::byte{0x5a}), little(small, std::byte{0x3c});
     auto once = [&](const std::vector<std::byte>& payload) {
-      (void)ep.request(1, echo_back, std::span<const std::byte>(payload));
+      if (const clump::status s = ep.request(1, echo_back, std::span<const std::byte>(payload)); s != clump::status::ok) {
+        std::fprintf(stderr, "netprobe echo: the request of %zu bytes failed: %s\n", payload.size(), clump::to_string(s));
+        std::exit(1);
+      }
       while (!done) rt.bundle().poll();
       done = false;
     };

@@ -153,6 +153,10 @@ struct network_stats {
   /// (CLUMP_NET=ofi with a provider that offers RMA; see CLUMP_OFI_RMA_MIN),
   /// and messages it sent that way.
   uint64_t messages_read, messages_sent_by_read;
+  /// Send channels (two per peer) with a datagram not acknowledged yet: 0
+  /// once the traffic has settled (acks are delayed by at most a few ms).
+  /// While it is not 0, poll() keeps looking at the network itself.
+  uint64_t unacknowledged;
 };
 
 /// This process's network counters (takes the network's lock; not for hot loops).

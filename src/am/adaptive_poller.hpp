@@ -18,6 +18,15 @@
 // soon when every core spins (one process per core), so a quiet bundle still
 // looks at the socket once in 32 x CLUMP_NET_POLL_MAX polls.
 //
+// Quiet is not idle while a datagram of ours waits for its ack: an answer is
+// on its way. The bundle then keeps polling the link itself, at least once in
+// CLUMP_NET_POLL_MAX polls, and never watches the doorbell. Behind the
+// doorbell each answer costs the service thread two wake-ups, on the core the
+// program spins on when ranks fill the cores; and a libfabric provider that
+// progresses only inside reads of its queue (udp;ofi_rxd: a 32 KiB message is
+// 25 of its packets, each acknowledged) stalls between the rings. Over
+// udp;ofi_rxd a 32 KiB ping-pong took 1.2x as long behind the doorbell.
+//
 // Counting polls assumes they come often. A program that computes between
 // polls (Split-C's compute/poll loops) may poll once in 20 us, and 32 polls
 // are then 640 us: a remote read waits that long. So adaptive mode also looks
@@ -54,18 +63,23 @@ class adaptive_poller {
     return true;
   }
 
-  /// Records what a network poll found and sets the next period.
-  void found(unsigned messages) noexcept {
+  /// Records what a network poll found and sets the next period; `expecting`:
+  /// an answer is on its way (see above), so the network is not quiet.
+  void found(unsigned messages, bool expecting = false) noexcept {
     const uint32_t h = (history_.load(std::memory_order_relaxed) << 1) | (messages ? 1u : 0u);
     history_.store(h, std::memory_order_relaxed);
-    countdown_.store(period(h), std::memory_order_relaxed);
+    expecting_.store(expecting, std::memory_order_relaxed);
+    countdown_.store(h == 0 && expecting && mode_ == mode::adaptive ? max_ : period(h), std::memory_order_relaxed);
     if (interval_ns_) last_ns_.store(now_ns(), std::memory_order_relaxed);
   }
 
-  /// True when none of the last 32 network polls found anything, in adaptive
-  /// mode (the fractional and always modes keep polling the socket: they are
-  /// the comparison points).
-  bool quiet() const noexcept { return mode_ == mode::adaptive && history_.load(std::memory_order_relaxed) == 0; }
+  /// True when none of the last 32 network polls found anything and none of
+  /// them waits for an answer, in adaptive mode (the fractional and always
+  /// modes keep polling the socket: they are the comparison points).
+  bool quiet() const noexcept {
+    return mode_ == mode::adaptive && history_.load(std::memory_order_relaxed) == 0 &&
+           !expecting_.load(std::memory_order_relaxed);
+  }
 
   uint32_t period(uint32_t history) const noexcept {
     switch (mode_) {
@@ -89,6 +103,7 @@ class adaptive_poller {
   int64_t interval_ns_;  // adaptive mode's time bound; 0: none
   std::atomic<uint32_t> countdown_{1};
   std::atomic<uint32_t> history_{0};
+  std::atomic<bool> expecting_{false};  // the last network poll's `expecting`
   std::atomic<int64_t> last_ns_{0};  // when the network was last polled
 };
 

@@ -294,7 +294,10 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
       result = status::in_use;
       break;
     }
-    if (sc.in_flight() == 0) p.heard = std::max(p.heard, now);  // the retry budget starts now
+    if (sc.in_flight() == 0) {
+      p.heard = std::max(p.heard, now);  // the retry budget starts now
+      channels_in_flight_.fetch_add(1, std::memory_order_relaxed);
+    }
     link::exposure exposed;
     read_source source{};
     // (Not exposed, the payload goes in datagrams after all.)
@@ -650,6 +653,7 @@ void network::on_acks(peer_state& p, int rank, const datagram_header& h, clock::
       }
       sc.acked = a;
       sc.progress = now;
+      if (sc.in_flight() == 0) channels_in_flight_.fetch_sub(1, std::memory_order_relaxed);
     }
     if (seq_diff(a, sc.acked) < 0) continue;  // older news than we have
     // Held bits: mark what the receiver holds; fill gaps below the highest held at once.
@@ -1055,6 +1059,7 @@ void network::declare_unreachable(peer_state& p, int rank, const char* why) noex
         at += record_bytes(item.m);
       }
     }
+    if (sc.in_flight()) channels_in_flight_.fetch_sub(1, std::memory_order_relaxed);
     sc.acked = sc.next_seq;
     recv_channel& rc = p.in[c];
     for (auto& h : rc.held) h.clear();
@@ -1325,6 +1330,7 @@ statistics network::stats() const noexcept {
   s.messages_packed = packed_;
   s.resumed = resumed_;
   s.messages_sent_by_read = sent_by_read_;
+  s.unacknowledged = channels_in_flight_.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -100,6 +100,7 @@ struct statistics {
   uint64_t messages_read, messages_sent_by_read;  // messages whose payload was read (link::read)
   uint64_t messages_packed;  // messages that joined a datagram open with others (CLUMP_NET_COALESCE_US)
   uint64_t resumed;          // packed datagrams delivered in part (a stall), then from the record after
+  uint64_t unacknowledged;   // send channels with a datagram unacked (see expecting())
 };
 
 class network {
@@ -181,6 +182,10 @@ class network {
   /// poller must not skip the network then (relaxed: a hint, set by the
   /// sending thread, which polls next itself, or read by another poller).
   const std::atomic<bool>& open_flag() const noexcept { return open_waiting_; }
+  /// True while a datagram of ours waits for its ack: an answer (at least the
+  /// ack) is on its way, so a poller should keep looking at the link rather
+  /// than go quiet behind the doorbell (relaxed: a hint).
+  bool expecting() const noexcept { return channels_in_flight_.load(std::memory_order_relaxed) != 0; }
 
   statistics stats() const noexcept;
   /// Writes the windows of every peer to stderr (for debugging: call it from gdb).
@@ -270,6 +275,7 @@ class network {
   std::vector<open_datagram> open_;
   clock::time_point open_since_;
   std::atomic<bool> open_waiting_{false};  // !open_.empty(), for pollers (open_flag)
+  std::atomic<uint32_t> channels_in_flight_{0};  // send channels with a datagram unacked (expecting)
   /// Long messages of this many bytes and more whose payload is lent go by a
   /// read (link::read), when the link reads and the job does not authenticate.
   size_t read_from_ = SIZE_MAX;

@@ -55,6 +55,27 @@ TEST(AdaptivePoller, AdaptivePeriodFollowsWhatTheLast32NetworkPollsFound) {
   EXPECT_EQ(polls_until_due(p, 2000), 32u * 32u);
 }
 
+TEST(AdaptivePoller, NotQuietWhileAnAnswerIsExpected) {
+  adaptive_poller p(mode::adaptive, 8, 32, 0);
+  // Nothing found in 32 polls, but a datagram of ours waits for its ack: the
+  // link is polled directly, once in max polls, and the doorbell is not used.
+  for (int i = 0; i < 32; ++i) p.found(0, true);
+  EXPECT_FALSE(p.quiet());
+  EXPECT_EQ(polls_until_due(p, 2000), 32u);
+  // Acked, and still nothing found: quiet again.
+  p.found(0, false);
+  EXPECT_TRUE(p.quiet());
+  EXPECT_EQ(polls_until_due(p, 2000), 32u * 32u);
+  // Expecting does not lengthen a period that finds messages.
+  for (int i = 0; i < 32; ++i) p.found(1, true);
+  EXPECT_EQ(polls_until_due(p, 2000), 8u);
+  // The other modes keep their periods.
+  adaptive_poller f(mode::fractional, 8, 32, 0);
+  f.found(0, true);
+  EXPECT_EQ(polls_until_due(f, 2000), 8u);
+  EXPECT_FALSE(f.quiet());
+}
+
 TEST(AdaptivePoller, RarePollsStillLookAtTheNetworkWithinTheTimeBound) {
   // A bound of 20 ms (not the default 50 us), so that a busy machine pausing
   // this thread between two calls does not pass it by accident.

@@ -239,7 +239,7 @@ returned_sent net_transport::send_returned(detail::endpoint_impl* from, uint32_t
 // send-stage: netpoll, callees too
 unsigned net_transport::progress(adaptive_poller& poller) noexcept {
   const unsigned found = poll();
-  poller.found(found);
+  poller.found(found, !found && net_->expecting());
   if (found)
     net_->unwatch();
   else if (poller.quiet() && (!net_->watching() || net_->rung()))
@@ -464,6 +464,7 @@ network_stats net_transport::statistics() const noexcept {
   out.covered = s.covered;
   out.messages_read = s.messages_read;
   out.messages_sent_by_read = s.messages_sent_by_read;
+  out.unacknowledged = s.unacknowledged;
   return out;
 }
 
