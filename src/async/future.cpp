@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "am/endpoint_impl.hpp"  // handler_depth: a wait inside a handler would never end
+#include "am/process.hpp"        // deaths(): progress() lets go of what is kept for failed ranks
 
 namespace clump::async_detail {
 
@@ -78,6 +79,16 @@ void end_operation(operation& o) noexcept {
 }
 
 std::string name_of(const operation& o) { return o.call ? "rpc '" + std::string(o.what) + "'" : std::string(o.what); }
+
+// A failure became known since the last look: what the rpc engine keeps for
+// the failed rank goes.
+void notice_failures() noexcept {
+  static uint64_t deaths_seen = 0;
+  if (const am::process* p = am::process::existing(); p && p->deaths() != deaths_seen) [[unlikely]] {
+    deaths_seen = p->deaths();
+    forget_failed();
+  }
+}
 
 void fail_operations_to_failed_ranks() noexcept {
   for (operation& o : operations) {
@@ -169,6 +180,7 @@ void state_base::wait() {
     // flight to a failed rank fails (its answer cannot come: a process of
     // this node that is gone does not even return our messages).
     fail_operations_to_failed_ranks();
+    notice_failures();
     run_queue();
     if (!ready) throw;
   }
@@ -263,6 +275,7 @@ namespace clump {
 
 unsigned progress() {
   if (async_detail::polled && detail::handler_depth == 0) async_detail::polled->poll();
+  async_detail::notice_failures();
   return async_detail::run_queue();
 }
 

@@ -1,4 +1,4 @@
-// Remote procedure calls (clump/async.hpp): the registry of functions, and
+// Remote procedure calls (clump/rpc.hpp): the registry of functions, and
 // the engine, an endpoint of this process's that reaches every rank.
 //
 // A call is one request to the engine's call handler: argument words [the
@@ -10,7 +10,7 @@
 // in the words or the payload. A call or answer that comes back (its
 // destination failed) fails the operation, named by the number it carries.
 
-#include <clump/async.hpp>
+#include <clump/rpc.hpp>
 #include <clump/runtime.hpp>
 
 #include <sys/random.h>
@@ -122,6 +122,7 @@ void send_big_answer(token_base& t, uint64_t op, std::vector<std::byte>&& result
   const uint32_t caller = t.source().rank;
   uint32_t w[2];
   put_id(w, result.size());
+  if (clump::rank_failed(static_cast<int>(caller))) return;  // it will never fetch it
   try {
     m.results[{caller, op}] = {std::move(result), 0};
   } catch (...) {
@@ -129,6 +130,16 @@ void send_big_answer(token_base& t, uint64_t op, std::vector<std::byte>&& result
     return;
   }
   send_answer(t, op, outcome::big, w, 2, {});
+}
+
+void forget_failed() noexcept {
+  if (!current_engine) return;
+  auto& m = current_engine->internals();
+  auto failed = [](const auto& e) { return clump::rank_failed(static_cast<int>(e.first.first)); };
+  std::erase_if(m.results, failed);
+  std::erase_if(m.arguments, failed);
+  // (A fetch from a rank that failed ended its operation; so did a wait that gave up.)
+  std::erase_if(m.incoming, [](const auto& e) { return find_operation(e.first) == nullptr; });
 }
 
 void send_call(int rank, uint64_t op, const uint32_t* words, unsigned nwords, std::span<const std::byte> payload,
@@ -441,5 +452,13 @@ async_engine& async_engine::current() {
 }
 
 runtime& async_engine::owner() const noexcept { return impl_->rt; }
+
+size_t async_engine::kept_bytes() const noexcept {
+  size_t n = 0;
+  for (const auto* kept : {&impl_->results, &impl_->arguments})
+    for (const auto& [key, a] : *kept) n += a.bytes.size();
+  for (const auto& [op, a] : impl_->incoming) n += a.bytes.size();
+  return n;
+}
 
 }  // namespace clump

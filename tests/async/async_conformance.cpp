@@ -4,7 +4,7 @@
 // emulated nodes and over the network protocol. Every check compares with a
 // value computed here; a failed check says what was expected.
 
-#include <clump/async.hpp>
+#include <clump/rpc.hpp>
 #include <clump/clump.hpp>
 #include <clump/gas.hpp>
 
@@ -89,6 +89,13 @@ bool released = false;  // (dead) rank 0 has done its checks: the others may lea
 const auto release = clump::rpc_function("release", [] { released = true; });
 int finished = 0;  // (dead) the other living ranks that are past every collective
 const auto finish = clump::rpc_function("finish", [] { ++finished; });
+int past = 0;        // (dead) the living ranks past the last collective, told to the rank that dies
+const auto is_past = clump::rpc_function("is_past", [] { ++past; });
+int big_served = 0;  // (dead) big results made here for the rank that dies
+const auto make_big = clump::rpc_function("make_big", [](uint64_t n) {
+  ++big_served;
+  return std::vector<std::byte>(n, std::byte{7});
+});
 const auto bump = clump::rpc_function("bump", [](int64_t v) {
   ++ff_calls;
   ff_sum += v;
@@ -458,7 +465,9 @@ int scenario_gas(clump::runtime& rt) {
 int scenario_dead(clump::runtime& rt) {
   // The last rank leaves without a word (run with --keep-going); the others'
   // rpcs and gets to it fail with an error naming it, and nothing hangs;
-  // calls between the living go on.
+  // calls between the living go on. Before it leaves it asks rank 0 for a
+  // big result that it never fetches: rank 0 lets go of it once the
+  // failure is known.
   clump::async_engine engine(rt);
   gas::space gs(rt);
   auto cell = gas::all_alloc<int64_t>();
@@ -467,13 +476,26 @@ int scenario_dead(clump::runtime& rt) {
   pid_t mine = getpid();
   rt.allgather(&mine, pids.data(), sizeof mine);
   rt.barrier();
+  const size_t big = 4 * clump::max_medium() + 3;
+  // The victim leaves only once every other rank is past that barrier
+  // (clumprun ends the job when a rank exits while another waits for it in
+  // a collective; the victim's calls below are answered even inside one).
+  if (rt.rank() != victim) clump::rpc_ff(victim, is_past);
   if (rt.rank() == victim) {
+    rt.wait_until([&] { return past == victim; });
+    auto never_fetched = clump::rpc(0, make_big, uint64_t{big});
+    // The answer to a later call shows that rank 0 has made the big result
+    // (its calls run in order). Waited for by polling only, so that the
+    // fetch of the big result (sent from progress()) never starts.
+    auto later = clump::rpc(0, add, 1, 1);
+    rt.wait_until([&] { return later.ready(); });
     std::fflush(nullptr);
     std::_Exit(0);
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (kill(pids[static_cast<size_t>(victim)], 0) == 0 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::yield();
+    rt.bundle().poll();  // (rank 0 answers the victim's calls meanwhile)
+  const size_t kept_at_death = engine.kept_bytes();
   const auto t0 = std::chrono::steady_clock::now();
   std::string e = error_of(clump::rpc(victim, add, 1, 2));
   const std::string who = "rank " + std::to_string(victim);
@@ -485,12 +507,23 @@ int scenario_dead(clump::runtime& rt) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CHECK(secs < 20, "took %.1f s", secs);
   if (victim > 1) CHECK(clump::rpc(1 - rt.rank() + 0, add, 2, 2).wait() == 4, "rpc between the living");
+  if (rt.rank() == 0) {
+    CHECK(big_served == 1 && kept_at_death >= big, "rank 0 made %d big results and kept %zu bytes when rank %d died",
+          big_served, kept_at_death, victim);
+    // (Its failure is known here: the rpc to it failed.)
+    clump::progress();
+    CHECK(engine.kept_bytes() == 0, "%zu bytes still kept for rank %d after its failure", engine.kept_bytes(), victim);
+  }
   std::printf("dead: rank %d's calls to rank %d failed in %.2f s: %s\n", rt.rank(), victim, secs, e.c_str());
   // No rank leaves before rank 0 is past every collective (clumprun ends the
   // job when a rank exits while another waits for it in one).
   // Each says so to rank 0 once it is past them (an rpc is answered even
   // inside a barrier, so the answer alone would not show it), and rank 0
   // lets them go once all have.
+  // The failure is handled: the waits below must not end because of it
+  // (a wait ends with an error when a rank has failed and nothing arrived
+  // for a second, and rank 0's own checks take that long).
+  clump::acknowledge_failures();
   if (rt.rank() == 0) {
     rt.wait_until([&] { return finished == victim - 1; });
     for (int r = 1; r < victim; ++r) clump::rpc(r, release).wait();
