@@ -25,7 +25,7 @@
 // program spins on when ranks fill the cores; and a libfabric provider that
 // progresses only inside reads of its queue (udp;ofi_rxd: a 32 KiB message is
 // 25 of its packets, each acknowledged) stalls between the rings. Over
-// udp;ofi_rxd a 32 KiB ping-pong took 1.2x as long behind the doorbell.
+// udp;ofi_rxd a 32 KiB ping-pong took 1.15x as long behind the doorbell.
 //
 // Counting polls assumes they come often. A program that computes between
 // polls (Split-C's compute/poll loops) may poll once in 20 us, and 32 polls
