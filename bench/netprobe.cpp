@@ -3,7 +3,9 @@
 //
 //   clumprun -n 2 ./netprobe pingpong [N]                   N round trips of a 2-word short request
 //   clumprun -n 2 ./netprobe echo [N] [BYTES] [SMALL]       N round trips of a BYTES medium request,
-//       echoed by a medium reply; with SMALL, each round trip of BYTES
+//       echoed by a medium reply (beyond max_medium(), a long request into
+//       rank 1's segment echoed by a long reply into rank 0's, as
+//       bench/loggp's echo); with SMALL, each round trip of BYTES
 //       follows one of SMALL bytes (as the size sweeps of bench/pingpong
 //       and bench/loggp change sizes)
 //   clumprun -n 2 ./netprobe stream [N] [BYTES] [PAUSE_MS] [BURSTS]
@@ -69,6 +71,12 @@ int main(int argc, char** argv) {
   auto ping = ep.on_request([&](clump::token& t, uint64_t v) { (void)t.reply(pong, v); });
   auto echoed = ep.on_reply([&](clump::token&, std::span<const std::byte>) { done = true; });
   auto echo_back = ep.on_request([&](clump::token& t, std::span<const std::byte> p) { (void)t.reply(echoed, p); });
+  auto echo_long = ep.on_request([&](clump::token& t, std::span<const std::byte> p) {
+    if (const clump::status s = t.reply_long(echoed, p, 0); s != clump::status::ok) {
+      std::fprintf(stderr, "netprobe echo: the long reply of %zu bytes failed: %s\n", p.size(), clump::to_string(s));
+      std::exit(1);
+    }
+  });
   auto ack = ep.on_reply([&](clump::token&, uint64_t) { acked = true; });
   auto sink = ep.on_request([&](clump::token&, std::span<const std::byte>) { ++count; });
   auto flush = ep.on_request([&](clump::token& t) {
@@ -90,36 +98,50 @@ int main(int argc, char** argv) {
     rt.wait_until([&] { return stop; });
   } else if (echo) {
     const size_t small = argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 0;
-    if (std::max(bytes, small) > clump::max_medium()) {
-      std::fprintf(stderr, "netprobe echo: %zu bytes is more than a medium message carries (max_medium() = %zu)\n",
-                   std::max(bytes, small), clump::max_medium());
+    const size_t most = std::max(bytes, small);
+    if (most > clump::max_medium() && ep.segment().size() < most) {
+      std::fprintf(stderr,
+                   "netprobe echo: %zu bytes is more than a medium message carries (max_medium() = %zu) and than the "
+                   "segment holds for a long one (%zu bytes; set CLUMP_SEGMENT_SIZE)\n",
+                   most, clump::max_medium(), ep.segment().size());
       for (int r = 1; r < rt.size(); ++r) (void)ep.request(r, quit);
       rt.barrier();
       return 2;
     }
     const std::vector<std::byte> big(bytes, std::byte{0x5a}), little(small, std::byte{0x3c});
     auto once = [&](const std::vector<std::byte>& payload) {
-      if (const clump::status s = ep.request(1, echo_back, std::span<const std::byte>(payload)); s != clump::status::ok) {
+      const std::span<const std::byte> p(payload);
+      const bool medium = p.size() <= clump::max_medium();
+      if (const clump::status s = medium ? ep.request(1, echo_back, p) : ep.request_long(1, echo_long, p, 0);
+          s != clump::status::ok) {
         std::fprintf(stderr, "netprobe echo: the request of %zu bytes failed: %s\n", payload.size(), clump::to_string(s));
         std::exit(1);
       }
       while (!done) rt.bundle().poll();
       done = false;
     };
+    std::vector<double> one_way;  // us, each timed round trip's half
+    one_way.reserve(static_cast<size_t>(std::max(0L, n)));
     auto round_trips = [&](long k, bool timed, double& secs) {
       for (long i = 0; i < k; ++i) {
         if (small) once(little);
         const auto t0 = steady::now();
         once(big);
-        if (timed) secs += std::chrono::duration<double>(steady::now() - t0).count();
+        if (!timed) continue;
+        const double s = std::chrono::duration<double>(steady::now() - t0).count();
+        secs += s;
+        one_way.push_back(s / 2 * 1e6);
       }
     };
     double secs = 0;
     round_trips(std::min(n, 1000L), false, secs);
     const clump::network_stats s0 = clump::network_statistics();
     round_trips(n, true, secs);
-    std::printf("one way %.3f us for %zu B over %ld round trips%s\n", secs / static_cast<double>(n) / 2 * 1e6, bytes, n,
-                small ? " (each after one of the small size)" : "");
+    std::sort(one_way.begin(), one_way.end());
+    auto at = [&](double q) { return one_way.empty() ? 0.0 : one_way[static_cast<size_t>(q * static_cast<double>(one_way.size() - 1))]; };
+    std::printf("one way %.3f us for %zu B over %ld round trips%s (each: median %.3f, 10%% %.3f, 90%% %.3f, 99%% %.3f)\n",
+                secs / static_cast<double>(n) / 2 * 1e6, bytes, n, small ? " (each after one of the small size)" : "",
+                at(0.5), at(0.1), at(0.9), at(0.99));
     print_counters(s0, clump::network_statistics());
   } else if (!stream) {
     auto round_trips = [&](long k) {

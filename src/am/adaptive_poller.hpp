@@ -18,9 +18,11 @@
 // soon when every core spins (one process per core), so a quiet bundle still
 // looks at the socket once in 32 x CLUMP_NET_POLL_MAX polls.
 //
-// Quiet is not idle while a datagram of ours waits for its ack: an answer is
+// Quiet is not idle while a datagram of ours waits for its ack, or the link
+// has work of ours under way (a read, a payload a peer reads): an answer is
 // on its way. The bundle then keeps polling the link itself, at least once in
-// CLUMP_NET_POLL_MAX polls, and never watches the doorbell. Behind the
+// CLUMP_NET_POLL_MAX polls, and never watches the doorbell (a send that
+// starts such a wait rings a watching bundle back to polling). Behind the
 // doorbell each answer costs the service thread two wake-ups, on the core the
 // program spins on when ranks fill the cores; and a libfabric provider that
 // progresses only inside reads of its queue (udp;ofi_rxd: a 32 KiB message is

@@ -34,11 +34,11 @@ double micros(clock::duration d) { return std::chrono::duration<double, std::mic
 
 /// A datagram whose delivery its sender is waiting to hear of, to reuse a
 /// lent payload: the last of a message of several, or a message by a read.
-/// (The last of a copied message waits for the usual ack: an ack of its own
-/// would cost the receiver a system call before it even runs the handler.)
+/// (The last of a copied message, or a message read from a copy its sender
+/// keeps, waits for the usual ack: an ack of its own would cost the receiver
+/// a system call before it even runs the handler, whose answer carries it.)
 bool sender_waits(const decoded& d) noexcept {
-  return d.m.how == how_read ||
-         (d.m.lent && d.m.frag_offset > 0 && d.m.frag_offset + d.payload_bytes == d.m.length);
+  return d.m.lent && (d.m.how == how_read || (d.m.frag_offset > 0 && d.m.frag_offset + d.payload_bytes == d.m.length));
 }
 
 /// A read's id (link::read): the channel whose head message it is for.
@@ -230,7 +230,7 @@ network::peer_state* network::state_of(int peer) noexcept {
 // ---- sending ----------------------------------------------------------------
 
 status network::send(int peer, message_header& m, const uint32_t* args, const void* data, uint32_t& done,
-                     uint32_t* until) noexcept {
+                     uint32_t* until, bool waits) noexcept {
   std::lock_guard lock(mutex_);
   peer_state* ps = state_of(peer);
   if (!ps) return status::resource;
@@ -296,7 +296,12 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
     }
     if (sc.in_flight() == 0) {
       p.heard = std::max(p.heard, now);  // the retry budget starts now
-      channels_in_flight_.fetch_add(1, std::memory_order_relaxed);
+      // An answer is expected from now on: a bundle that watches the
+      // doorbell is rung, to take up polling the link itself (see
+      // am::adaptive_poller) rather than be woken for the answer.
+      // Release: as the service thread's ring.
+      if (channels_in_flight_.fetch_add(1, std::memory_order_relaxed) == 0 && watching_.load(std::memory_order_relaxed))
+        doorbell_.store(true, std::memory_order_release);
     }
     link::exposure exposed;
     read_source source{};
@@ -325,7 +330,7 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
     std::memcpy(e.bytes.data(), &h, sizeof h);
     m.frag_offset = done;
     m.how = by_read ? how_read : 0;
-    m.lent = until != nullptr;  // its sender waits for the end (settled)
+    m.lent = until && waits;  // its sender waits for the end (settled)
     e.lent = lend ? bytes : nullptr;
     e.lent_bytes = e.lent ? n : 0;
     write_record(e.bytes.data() + sizeof h, m, args, bytes, lend ? 0 : n);
@@ -480,6 +485,10 @@ void network::send_ack(peer_state& p, int rank, datagram_type type) noexcept {
 
 // ---- receiving --------------------------------------------------------------
 
+bool network::expecting() const noexcept {
+  return channels_in_flight_.load(std::memory_order_relaxed) != 0 || link_->unfinished();
+}
+
 unsigned network::poll() noexcept {
   // The program looks after the network: the service thread need not (see service()).
   // Relaxed: a hint for the service thread, read with a margin of milliseconds.
@@ -508,6 +517,7 @@ unsigned network::poll_locked(clock::time_point now) noexcept {
   // A poll, a wait, a barrier: every open datagram goes now.
   if (!open_.empty()) close_open(now);
   const uint64_t before = link_->counters().datagrams_received;
+  unsigned reads_ended = 0;  // activity too, for the adaptive poller
   // A few batches at most, so that one poll cannot be held forever by a flood.
   for (int round = 0; round < 4; ++round) {
     unsigned got;
@@ -526,7 +536,7 @@ unsigned network::poll_locked(clock::time_point now) noexcept {
             c->self->on_datagram(bytes, n, from, c->now);
           },
           &c);
-      link_->reads_done(
+      reads_ended += link_->reads_done(
           [](void* v, uint64_t id, bool ok) {
             auto* c = static_cast<context*>(v);
             c->self->read_done(id, ok, c->now);
@@ -540,7 +550,7 @@ unsigned network::poll_locked(clock::time_point now) noexcept {
     if (!give_backs_.empty()) offer_give_backs();
     l.flush(now);
   });
-  return static_cast<unsigned>(link_->counters().datagrams_received - before);
+  return static_cast<unsigned>(link_->counters().datagrams_received - before) + reads_ended;
 }
 
 void network::on_datagram(const std::byte* bytes, size_t n, const origin& from, clock::time_point now) noexcept {
@@ -926,6 +936,9 @@ void network::read_done(uint64_t id, bool ok, clock::time_point now) noexcept {
     return;
   }
   rc.reading = ok ? recv_channel::read_phase::arrived : recv_channel::read_phase::failed;
+  // The ack due since the message came waits from now: the handler's answer
+  // may carry it (see run_timers).
+  if (p.ack_due) p.ack_since = now;
   drain_held(p, static_cast<int>(rank), rc, now);
 }
 
@@ -943,7 +956,15 @@ void network::run_timers(clock::time_point now) noexcept {
         if (p.in[c].stalled) next = std::min(next, now + stall_retry);
       }
     if (p.ack_due) {
-      const auto due = p.ack_since + std::chrono::microseconds(cfg_.net_ack_delay_us);
+      // While a payload is read, its message is held, and an ack now would
+      // only cost both sides a system call in the middle of the transfer
+      // (a 256 KiB read over tcp;ofi_rxm takes about the ack delay): the
+      // ack waits for the read's end, or for half the least retransmission
+      // timeout, which a read of many MiB may outlast.
+      bool reading = false;
+      for (const recv_channel& rc : p.in) reading |= rc.reading == recv_channel::read_phase::reading;
+      const uint32_t delay = reading ? std::max(cfg_.net_ack_delay_us, cfg_.net_rto_min_us / 2) : cfg_.net_ack_delay_us;
+      const auto due = p.ack_since + std::chrono::microseconds(delay);
       if (due <= now)
         send_ack(p, rank);
       else
@@ -1183,15 +1204,27 @@ void network::service() noexcept {
   // opens a datagram wakes a sleep that would end too late (see send()). A
   // sleep computed from timer `next` is not begun if the timer came forward
   // meanwhile (such a send holds the lock: it either sees the new end, or
-  // came before and is seen here).
+  // came before and is seen here). A sleep that serves no timer (`next` is
+  // min: the program is there and polls) takes no lock. The program holds
+  // mutex_ at every poll, and a blocking lock from this thread, which wakes
+  // every absent_after on the program's core, cost both threads futex calls
+  // and switches at each wake-up: a 256 KiB echo over tcp;ofi_rxm took twice
+  // as long. A send that reads the end before it is written wakes this
+  // sleep needlessly at worst, or lets it run its course: within
+  // absent_after, which is what send() allows.
   auto sleep = [this](pollfd* f, nfds_t nf, timespec t, clock::time_point next) {
-    {
-      std::lock_guard lock(mutex_);
-      if (next_timer_ < next) t = timespec{0, 0};
-      // Relaxed: read by send() under mutex_, as written here.
+    // Relaxed: read by send() under mutex_.
+    auto say_until = [&] {
       sleeping_until_.store(
           (clock::now() + std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec)).time_since_epoch().count(),
           std::memory_order_relaxed);
+    };
+    if (next == clock::time_point::min()) {
+      say_until();
+    } else {
+      std::lock_guard lock(mutex_);
+      if (next_timer_ < next) t = timespec{0, 0};
+      say_until();
     }
     return ::ppoll(f, nf, &t, nullptr);
   };

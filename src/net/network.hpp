@@ -135,9 +135,11 @@ class network {
   size_t reads_from() const noexcept { return read_from_; }
   /// With `until`, the payload is lent rather than copied: it must stay valid
   /// and unchanged until settled(peer, m, *until), and *until is set when
-  /// the whole message is handed over.
+  /// the whole message is handed over. `waits`: the caller blocks until then
+  /// (the destination acknowledges the end at once); else it kept a copy of
+  /// its own and the acknowledgement may wait for the answer to ride on.
   status send(int peer, message_header& m, const uint32_t* args, const void* data, uint32_t& done,
-              uint32_t* until = nullptr) noexcept;
+              uint32_t* until = nullptr, bool waits = true) noexcept;
   /// True once `peer` has acknowledged every datagram of m's channel before
   /// `until` (a lent payload is then no longer needed), or is unreachable.
   bool settled(int peer, const message_header& m, uint32_t until) noexcept;
@@ -182,10 +184,12 @@ class network {
   /// poller must not skip the network then (relaxed: a hint, set by the
   /// sending thread, which polls next itself, or read by another poller).
   const std::atomic<bool>& open_flag() const noexcept { return open_waiting_; }
-  /// True while a datagram of ours waits for its ack: an answer (at least the
-  /// ack) is on its way, so a poller should keep looking at the link rather
+  /// True while a datagram of ours waits for its ack, or the link has work
+  /// of ours under way (a read, a payload a peer reads, a send a provider
+  /// moves only when polled): an answer (at least the ack, or the read's
+  /// end) is on its way, so a poller should keep looking at the link rather
   /// than go quiet behind the doorbell (relaxed: a hint).
-  bool expecting() const noexcept { return channels_in_flight_.load(std::memory_order_relaxed) != 0; }
+  bool expecting() const noexcept;
 
   statistics stats() const noexcept;
   /// Writes the windows of every peer to stderr (for debugging: call it from gdb).

@@ -1034,6 +1034,63 @@ int scenario_reads(clump::runtime& rt, int by_read) {
   return failures;
 }
 
+// Rank 0 sends rank 1 long messages that rank 1 reads, each answered by its
+// handler, `rounds` of each kind, polling all the while: copied ones (256
+// KiB, asynchronous: the sender does not wait) must be acknowledged by the
+// answers, lent ones (1 MiB, blocking: the sender waits) at once. The job
+// sets long ack delays and retransmission timeouts, so that no timer sends
+// an ack: rank 1's own acks are then those it sends at once. Until
+// 2026-11-27 every read was acknowledged at once, a system call on each
+// side before the handler even ran.
+int scenario_answered_reads(clump::runtime& rt, int rounds) {
+  clump::endpoint& ep = rt.endpoint();
+  std::atomic<int> got{0}, answered{0};
+  int bad = 0;
+  auto answer = ep.on_reply([&](clump::token&) { answered.fetch_add(1); });
+  auto arrived = ep.on_request([&](clump::token& t, std::span<const std::byte> p, uint32_t seed) {
+    if (!payload_ok(p, seed)) ++bad;
+    got.fetch_add(1);
+    t.reply(answer);
+  });
+  rt.barrier();
+  uint64_t acks[2] = {0, 0};  // rank 1's: copied, lent
+  for (int lent = 0; lent < 2; ++lent) {
+    const size_t n = lent ? 1u << 20 : 256u << 10;
+    const auto seed = static_cast<uint32_t>(n);
+    const std::vector<std::byte> buf = make_payload(n, seed);
+    const int base_got = got.load();
+    const clump::network_stats before = clump::network_statistics();
+    rt.barrier();
+    if (rt.rank() == 0) {
+      for (int i = 0; i < rounds; ++i) {
+        CHECK((lent ? ep.request_long(1, arrived, buf, 0, seed) : ep.request_long_async(1, arrived, buf, 0, seed)) ==
+                  clump::status::ok,
+              "long message of %zu bytes", n);
+        while (answered.load() != i + 1) rt.bundle().poll();
+      }
+      answered = 0;
+    } else {
+      while (got.load() != base_got + rounds) rt.bundle().poll();
+    }
+    acks[lent] = clump::network_statistics().acks_sent - before.acks_sent;
+    rt.barrier();
+  }
+  if (rt.rank() == 1) {
+    std::printf("answered reads: rank 1 sent %llu acks of its own for %d copied messages, %llu for %d lent ones\n",
+                (unsigned long long)acks[0], rounds, (unsigned long long)acks[1], rounds);
+    CHECK(acks[0] < static_cast<uint64_t>(rounds) / 2, "%llu acks of its own for %d answered reads of copies",
+          (unsigned long long)acks[0], rounds);
+    CHECK(acks[1] >= static_cast<uint64_t>(rounds), "only %llu acks for %d reads whose senders wait",
+          (unsigned long long)acks[1], rounds);
+    const clump::network_stats st = clump::network_statistics();
+    CHECK(st.messages_read >= static_cast<uint64_t>(2 * rounds), "only %llu messages read",
+          (unsigned long long)st.messages_read);
+  }
+  CHECK(bad == 0, "long messages arrived with wrong bytes");
+  rt.barrier();
+  return failures;
+}
+
 // Rank 1 sends rank 0 long messages that go by reads (1 MiB: blocking and
 // lent; 256 KiB: copied, asynchronous), then computes for `secs` seconds
 // without polling: rank 0 must still have them read within a second (the
@@ -1148,6 +1205,7 @@ int main(int argc, char** argv) {
   else if (what == "held") failed = rt.size() >= 2 ? scenario_held(rt, arg) : (std::fprintf(stderr, "held needs 2 ranks\n"), 1);
   else if (what == "progress") failed = rt.size() >= 2 ? scenario_progress(rt, arg == 1) : (std::fprintf(stderr, "progress needs 2 ranks\n"), 1);
   else if (what == "reads") failed = scenario_reads(rt, arg);
+  else if (what == "answered_reads") failed = scenario_answered_reads(rt, arg);
   else if (what == "reads_quiet") failed = rt.size() >= 2 ? scenario_reads_quiet(rt, arg) : (std::fprintf(stderr, "reads_quiet needs 2 ranks\n"), 1);
   else if (what == "reads_killed") failed = rt.size() >= 2 ? scenario_reads_killed(rt, arg) : (std::fprintf(stderr, "reads_killed needs 2 ranks\n"), 1);
   else if (what == "killed") failed = rt.size() >= 2 ? scenario_killed(rt) : (std::fprintf(stderr, "killed needs 2 ranks\n"), 1);

@@ -226,6 +226,19 @@ TEST(reads, long_messages_are_read_by_their_destination_byte_exact_and_refused_o
   EXPECT_JOB_OK(job(4, {"reads", "2"}, {"CLUMP_NET=ofi", "FI_PROVIDER=tcp", "CLUMP_SEGMENT_SIZE=8M"}, {"-N", "2"}));
 }
 
+// A read whose sender does not wait (a copied, asynchronous long message) is
+// acknowledged by the handler's answer, not by an ack of its own; one whose
+// sender waits (a lent, blocking one) at once. Timers that would send acks
+// are set out of the way (see the scenario).
+TEST(reads, an_answered_read_is_acknowledged_by_its_answer_and_a_waiting_sender_at_once) {
+  auto r = job(2, {"answered_reads", "40"},
+               {"CLUMP_NET=ofi", "FI_PROVIDER=tcp", "CLUMP_SEGMENT_SIZE=8M", "CLUMP_OFI_RMA_MIN=32K",
+                "CLUMP_NET_ACK_DELAY_US=20000", "CLUMP_NET_RTO_MIN_US=100000"},
+               {"-N", "2"});
+  EXPECT_JOB_OK(r);
+  EXPECT_NE(r.output.find("answered reads: rank 1 sent"), std::string::npos) << r.output;
+}
+
 TEST(reads, are_not_used_when_turned_off_authenticated_under_faults_or_over_udp) {
   const std::vector<std::vector<std::string>> cases = {
       {"CLUMP_NET=ofi", "FI_PROVIDER=tcp", "CLUMP_OFI_RMA_MIN=0"},

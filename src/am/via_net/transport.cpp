@@ -189,7 +189,7 @@ status net_transport::send_net(detail::endpoint_impl& from, remote_endpoint& to,
   const void* data = copy.empty() ? msg.data : copy.data();
   uint32_t until = 0;
   for (unsigned round = 0;; ++round) {
-    const status s = net.send(to.rank, m, msg.args, data, done, lent || !copy.empty() ? &until : nullptr);
+    const status s = net.send(to.rank, m, msg.args, data, done, lent || !copy.empty() ? &until : nullptr, lent);
     if (s == status::ok) {
       if (!copy.empty()) keep_until_read(to.rank, m, until, std::move(copy));
       if (!lent) return s;
@@ -239,8 +239,9 @@ returned_sent net_transport::send_returned(detail::endpoint_impl* from, uint32_t
 // send-stage: netpoll, callees too
 unsigned net_transport::progress(adaptive_poller& poller) noexcept {
   const unsigned found = poll();
-  poller.found(found, !found && net_->expecting());
-  if (found)
+  const bool expecting = !found && net_->expecting();
+  poller.found(found, expecting);
+  if (found || expecting)
     net_->unwatch();
   else if (poller.quiet() && (!net_->watching() || net_->rung()))
     net_->watch();  // (again, after a ring that found nothing)
@@ -385,7 +386,8 @@ void net_transport::send_deferred() noexcept {
     // the network (its bytes are already a copy of ours), and kept until read.
     const bool lend = !d.data.empty() && d.data.size() >= net_->reads_from();
     const status s =
-        net_->send(d.peer, d.m, d.args, d.data.empty() ? nullptr : d.data.data(), done, lend ? &d.until : nullptr);
+        net_->send(d.peer, d.m, d.args, d.data.empty() ? nullptr : d.data.data(), done, lend ? &d.until : nullptr,
+                   false);
     d.done = done;
     if (s == status::in_use) return false;
     if (s == status::ok && lend) keep_until_read(d.peer, d.m, d.until, std::move(d.data));
