@@ -381,17 +381,26 @@ class bundle {
   /// (see failed_ranks) and nothing has arrived here for a second since: the
   /// wait may depend on that rank and would never end. A program that
   /// handles failures itself calls acknowledge_failures() first.
+  ///
+  /// On a host with more of the job's ranks than cores (CLUMP_YIELD), the
+  /// rank whose answer a waiter needs may be waiting for the waiter's core:
+  /// each poll that finds nothing then gives the core away (sched_yield),
+  /// the next looks at the network whatever the adaptive poller says, and
+  /// the wait sleeps only after 2 ms of that (CLUMP_SPIN_BEFORE_SLEEP_US
+  /// when set): a sleeper's wake-up costs more than a yield there.
   template <class Pred>
   void wait_until(Pred&& done) {
-    auto spin_until = std::chrono::steady_clock::now() + spin_time();
+    const bool crowded = crowded_host();
+    auto spin_until = std::chrono::steady_clock::now() + spin_time(crowded);
     auto last_work = std::chrono::steady_clock::now();
     while (!done()) {
       if (poll() != 0) {
         spin_until = last_work = std::chrono::steady_clock::now();
-        spin_until += spin_time();
+        spin_until += spin_time(crowded);
         continue;
       }
       if (done()) return;
+      if (crowded) give_way();
       if (std::chrono::steady_clock::now() >= spin_until) {
         sleep_until_message();
         if (done()) return;                        // (what a failed rank did before it failed counts)
@@ -426,7 +435,9 @@ class bundle {
   detail::bundle_impl* impl() const noexcept { return impl_; }
 
  private:
-  static std::chrono::microseconds spin_time() noexcept;
+  static std::chrono::microseconds spin_time(bool crowded) noexcept;
+  static bool crowded_host() noexcept;
+  void give_way() noexcept;
   unsigned poll_endpoints() noexcept;
   detail::bundle_impl* impl_;
 };

@@ -65,6 +65,10 @@ class adaptive_poller {
     return true;
   }
 
+  /// Makes the next poll look at the network (a crowded host's wait, see
+  /// bundle::wait_until: its polls are few, each after a sched_yield).
+  void force() noexcept { countdown_.store(1, std::memory_order_relaxed); }
+
   /// Records what a network poll found and sets the next period; `expecting`:
   /// an answer is on its way (see above), so the network is not quiet.
   void found(unsigned messages, bool expecting = false) noexcept {

@@ -29,7 +29,39 @@ namespace clump::am {
 
 namespace {
 std::atomic<process*> instance{nullptr};
+
+/// The cores this job may use on this host: what clumprun may run on when it
+/// says (CLUMP_HOST_CPUS); else the cgroup's cpuset (Slurm's allocation,
+/// which outlasts the binding of each task to fewer); else the online CPUs.
+int cores_for_job(const core::config& cfg) {
+  if (cfg.host_cpus > 0) return cfg.host_cpus;
+  std::FILE* f = std::fopen("/proc/self/cgroup", "r");
+  char line[4096];
+  std::string path;
+  while (f && std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, "0::", 3) == 0) path.assign(line + 3, std::strcspn(line + 3, "\n"));
+  if (f) std::fclose(f);
+  int n = 0;
+  if (!path.empty() && (f = std::fopen(("/sys/fs/cgroup" + path + "/cpuset.cpus.effective").c_str(), "r"))) {
+    // A list of ranges: "0-3,8,10-11".
+    unsigned a = 0, b = 0;
+    char sep = 0;
+    while (std::fscanf(f, "%u", &a) == 1) {
+      b = a;
+      if (std::fscanf(f, "%c", &sep) == 1 && sep == '-') {
+        if (std::fscanf(f, "%u", &b) != 1) break;
+        if (std::fscanf(f, "%c", &sep) != 1) sep = 0;
+      }
+      if (b >= a) n += static_cast<int>(b - a + 1);
+      if (sep != ',') break;
+    }
+    std::fclose(f);
+  }
+  if (n > 0) return n;
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return online > 0 ? static_cast<int>(online) : 1;
 }
+}  // namespace
 
 process::process() {
   const auto& cfg = core::settings();
@@ -56,6 +88,13 @@ process::process() {
   size_ = job_->size();
   job_id_ = job_->id();
   region_->set_rank(rank_);
+  host_ranks_ = job_->host_ranks();
+  host_cpus_ = cores_for_job(cfg);
+  crowded_ = cfg.yield == 1 || (cfg.yield == 0 && host_ranks_ > host_cpus_);
+  if (crowded_ && rank_ == 0)
+    core::log_info("crowded host: %d ranks of the job on %d core%s%s; blocking waits give up the core between "
+                   "polls and look at the network at every poll",
+                   host_ranks_, host_cpus_, host_cpus_ == 1 ? "" : "s", cfg.yield == 1 ? " (CLUMP_YIELD=on)" : "");
 
   // Routing: shared memory with the ranks of our node, the network with the
   // others (with every other rank under CLUMP_PROTOCOL=net).

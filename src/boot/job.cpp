@@ -48,6 +48,7 @@ class singleton_job final : public job {
     return 0;
   }
   int node_count() const override { return 1; }
+  int host_ranks() const override { return 1; }
   std::span<const std::byte> net_address(int r) const override {
     check(r, "net_address");
     return net_address_;

@@ -88,6 +88,9 @@ class job {
   /// outside the job.
   virtual int node(int rank) const = 0;
   virtual int node_count() const = 0;
+  /// How many ranks of the job run on this host, this one included: the
+  /// kernel's processes, not -N's emulated nodes (which share one host).
+  virtual int host_ranks() const = 0;
   /// The network address `rank` passed to join(), byte for byte (possibly
   /// empty). Valid as long as the job.
   virtual std::span<const std::byte> net_address(int rank) const = 0;

@@ -161,6 +161,10 @@ class launched_job final : public job {
   pid_t pid(int r) const override { return pids_.at(static_cast<size_t>(check_rank(r, "pid"))); }
   int node(int r) const override { return nodes_.at(static_cast<size_t>(check_rank(r, "node"))); }
   int node_count() const override { return node_count_; }
+  int host_ranks() const override {
+    const int n = core::settings().host_ranks;  // clumprun says; an older one did not
+    return n > 0 && n <= size_ ? n : size_;
+  }
   std::span<const std::byte> net_address(int r) const override {
     const wire::net_address_slot& a = addresses_.at(static_cast<size_t>(check_rank(r, "net_address")));
     return {a.bytes, a.length};

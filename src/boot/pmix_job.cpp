@@ -242,6 +242,7 @@ class pmix_job final : public job {
     return node_of_[static_cast<size_t>(r)];
   }
   int node_count() const override { return node_count_; }
+  int host_ranks() const override { return static_cast<int>(local_.size()); }
   std::span<const std::byte> net_address(int r) const override {
     const hello& h = at(r, "net_address");
     return {h.address, h.address_bytes};

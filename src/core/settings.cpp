@@ -55,7 +55,13 @@ const setting_def registry[] = {
     {"CLUMP_POLL_BATCH", setting_type::integer, "64",
      "messages one poll handles per queue at most, so that one busy queue cannot starve the others", false},
     {"CLUMP_SPIN_BEFORE_SLEEP_US", setting_type::integer, "50",
-     "microseconds a blocking wait keeps polling before it sleeps in the kernel", false},
+     "microseconds a blocking wait keeps polling before it sleeps in the kernel (on a crowded host, see "
+     "CLUMP_YIELD: 2000 unless set)",
+     false},
+    {"CLUMP_YIELD", setting_type::string, "auto",
+     "auto: a blocking wait gives up its core between polls (sched_yield) when this host runs more of the job's "
+     "ranks than it has cores for the job, and looks at the network at every poll; on: always; off: never",
+     false},
     {"CLUMP_VERBOSE", setting_type::integer, "0", "0: errors and warnings; 1: also info; 2: also debug", false},
     {"CLUMP_PROTOCOL", setting_type::string, "auto",
      "auto: shared memory inside a node, the network between nodes; net: the network to every other rank, even on "
@@ -172,6 +178,11 @@ const setting_def registry[] = {
      "the pid of the clumprun that started this rank (set by clumprun; tools find a job's processes by it)", true},
     {"CLUMP_LOCAL_RANK", setting_type::integer, "0", "rank among the processes of this node (set by clumprun)",
      true},
+    {"CLUMP_HOST_RANKS", setting_type::integer, "0",
+     "how many ranks of the job run on this host (set by clumprun; 0: not known)", true},
+    {"CLUMP_HOST_CPUS", setting_type::integer, "0",
+     "how many cores the job may use on this host: clumprun's own CPU affinity (set by clumprun; 0: not known)",
+     true},
 };
 
 size_t edit_distance(const std::string& a, const std::string& b) {
@@ -277,6 +288,12 @@ config parse() {
   c.max_endpoints = static_cast<uint32_t>(integer("CLUMP_MAX_ENDPOINTS", 1, 255));
   c.poll_batch = static_cast<uint32_t>(integer("CLUMP_POLL_BATCH", 1, 1 << 20));
   c.spin_before_sleep_us = static_cast<uint32_t>(integer("CLUMP_SPIN_BEFORE_SLEEP_US", 0, 10'000'000));
+  c.spin_chosen = given("CLUMP_SPIN_BEFORE_SLEEP_US");
+  const std::string yield = raw("CLUMP_YIELD");
+  if (yield == "auto") c.yield = 0;
+  else if (yield == "on") c.yield = 1;
+  else if (yield == "off") c.yield = 2;
+  else bad_setting("CLUMP_YIELD=%s must be auto, on or off", yield.c_str());
   c.verbose = static_cast<int>(integer("CLUMP_VERBOSE", 0, 3));
   const std::string proto = raw("CLUMP_PROTOCOL");
   if (proto != "auto" && proto != "net" && proto != "multi")
@@ -338,6 +355,8 @@ config parse() {
   c.boot_fd = static_cast<int>(integer("CLUMP_BOOT_FD", -1, INT32_MAX));
   c.rank = static_cast<int>(integer("CLUMP_RANK", 0, (1 << 24) - 1));
   c.size = static_cast<int>(integer("CLUMP_SIZE", 1, 1 << 24));
+  c.host_ranks = static_cast<int>(integer("CLUMP_HOST_RANKS", 0, 1 << 24));
+  c.host_cpus = static_cast<int>(integer("CLUMP_HOST_CPUS", 0, 1 << 24));
   c.job_id = raw("CLUMP_JOB_ID");
   warn_unknown();
   return c;

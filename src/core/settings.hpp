@@ -21,6 +21,8 @@ struct config {
   uint32_t max_endpoints;        // endpoints one process may own
   uint32_t poll_batch;           // messages one poll handles per queue at most
   uint32_t spin_before_sleep_us; // wait_until polls this long before it sleeps
+  bool spin_chosen;              // CLUMP_SPIN_BEFORE_SLEEP_US is set (not its default)
+  int yield;                     // CLUMP_YIELD: 0 auto, 1 on, 2 off
   int verbose;                   // 0 quiet, 1 info, 2 debug
   // Network protocol (src/net) and multi-protocol polling.
   bool force_net;                // CLUMP_PROTOCOL=net: every other rank is reached over the network
@@ -60,6 +62,8 @@ struct config {
   int boot_fd;
   int rank;
   int size;
+  int host_ranks;                // CLUMP_HOST_RANKS: ranks of the job on this host; 0: not known
+  int host_cpus;                 // CLUMP_HOST_CPUS: cores the job may use on this host; 0: not known
   std::string job_id;
 };
 

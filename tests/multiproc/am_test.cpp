@@ -97,6 +97,49 @@ TEST(storm, two_ranks_default_queues) {
   EXPECT_JOB_OK(r);
 }
 
+// More ranks than cores on the host (CLUMP_YIELD=auto): clumprun tells each
+// rank how many ranks and cores the host has (here: the one core taskset
+// leaves it), and the ranks' blocking waits give the core away between polls.
+TEST(crowded, a_host_with_more_ranks_than_cores_is_told_and_its_waits_give_way) {
+  const std::vector<std::string> one_core{"taskset", "-c", "0"};
+  auto on_one_core = [&](std::vector<std::string> argv, std::vector<std::string> env = {}) {
+    argv.insert(argv.begin(), one_core.begin(), one_core.end());
+    return run_cmd(argv, 150s, env);
+  };
+  cmd_result r = on_one_core({CLUMPRUN, "-n", "4", "-N", "2", "--label", "sh", "-c",
+                              "echo host $CLUMP_HOST_RANKS $CLUMP_HOST_CPUS"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* line : {"[0] host 4 1\n", "[1] host 4 1\n", "[2] host 4 1\n", "[3] host 4 1\n"})
+    EXPECT_NE(r.output.find(line), std::string::npos) << r.output;  // the emulated nodes share the host
+
+  const std::string said = "crowded host: 3 ranks of the job on 1 core;";
+  // Over the network and over shared memory, every message kind with its
+  // replies, and the returned messages, while every wait gives way.
+  for (const char* protocol : {"CLUMP_PROTOCOL=net", "CLUMP_PROTOCOL=auto"})
+    for (const char* scenario : {"kinds", "errors"}) {
+      r = on_one_core({CLUMPRUN, "-n", "3", "--timeout", "120", AM_CONFORMANCE, scenario},
+                      {protocol, "CLUMP_VERBOSE=1", "CLUMP_SEGMENT_SIZE=8M"});
+      EXPECT_JOB_OK(r);
+      EXPECT_NE(r.output.find(said), std::string::npos) << protocol << " " << scenario << "\n" << r.output;
+    }
+  // Not crowded: one rank on one core; crowded waits turned off.
+  r = on_one_core({CLUMPRUN, "-n", "1", AM_CONFORMANCE, "kinds"}, {"CLUMP_VERBOSE=1", "CLUMP_SEGMENT_SIZE=8M"});
+  EXPECT_JOB_OK(r);
+  EXPECT_EQ(r.output.find("crowded host"), std::string::npos) << r.output;
+  r = on_one_core({CLUMPRUN, "-n", "3", AM_CONFORMANCE, "kinds"},
+                  {"CLUMP_VERBOSE=1", "CLUMP_YIELD=off", "CLUMP_SEGMENT_SIZE=8M"});
+  EXPECT_JOB_OK(r);
+  EXPECT_EQ(r.output.find("crowded host"), std::string::npos) << r.output;
+  // Turned on by hand, and a value that means nothing.
+  r = run_cmd({CLUMPRUN, "-n", "1", AM_CONFORMANCE, "kinds"}, 150s,
+              {"CLUMP_VERBOSE=1", "CLUMP_YIELD=on", "CLUMP_SEGMENT_SIZE=8M"});
+  EXPECT_JOB_OK(r);
+  EXPECT_NE(r.output.find("(CLUMP_YIELD=on)"), std::string::npos) << r.output;
+  r = run_cmd({CLUMPRUN, "-n", "1", AM_CONFORMANCE, "kinds"}, 150s, {"CLUMP_YIELD=sometimes"});
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("CLUMP_YIELD=sometimes must be auto, on or off"), std::string::npos) << r.output;
+}
+
 TEST(threads, a_barrier_polls_only_its_own_bundle_not_a_worker_threads) {
   auto r = job(2, {"worker"});
   EXPECT_JOB_OK(r);

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -30,8 +31,8 @@ namespace {
 constexpr auto give_up_after_kill = std::chrono::seconds(5);
 constexpr int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 // What clumprun sets for each rank; stale values from an enclosing job are dropped.
-constexpr const char* rank_variables[] = {"CLUMP_BOOT_FD", "CLUMP_RANK", "CLUMP_SIZE", "CLUMP_LOCAL_RANK",
-                                          "CLUMP_JOB_ID", "CLUMP_LAUNCHER_PID"};
+constexpr const char* rank_variables[] = {"CLUMP_BOOT_FD", "CLUMP_RANK",   "CLUMP_SIZE",      "CLUMP_LOCAL_RANK",
+                                          "CLUMP_JOB_ID",  "CLUMP_LAUNCHER_PID", "CLUMP_HOST_RANKS", "CLUMP_HOST_CPUS"};
 
 // Where the network protocol binds its socket; the user's value wins.
 constexpr const char* net_address_variable = "CLUMP_NET_ADDRESS";
@@ -167,6 +168,14 @@ void job_runner::spawn(rank_proc& rp) {
   env.push_back(fmt::format("CLUMP_RANK={}", rp.rank));
   env.push_back(fmt::format("CLUMP_SIZE={}", n_));
   env.push_back(fmt::format("CLUMP_LOCAL_RANK={}", o_.nodes.local_rank[r]));
+  // Whether the ranks of this host outnumber its cores (CLUMP_YIELD=auto):
+  // every rank of the job is on this machine unless --hosts spread them, and
+  // the cores are the ones clumprun itself may run on (taskset, a cgroup).
+  const auto on_host = o_.nodes.hosts.empty() ? n_ : std::count(o_.nodes.node_of.begin(), o_.nodes.node_of.end(), node);
+  env.push_back(fmt::format("CLUMP_HOST_RANKS={}", on_host));
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (::sched_getaffinity(0, sizeof cpus, &cpus) == 0) env.push_back(fmt::format("CLUMP_HOST_CPUS={}", CPU_COUNT(&cpus)));
   // Not the job's id: the environment of a process is no place for what ties
   // datagrams to the job (see docs/guide.md, security). The launcher's pid
   // tells tools which processes are this job's.
