@@ -76,6 +76,11 @@ void pool_free(void* p, size_t bytes) noexcept;
 /// Something that waits for a state: a then, a when_all, a coroutine.
 struct continuation {
   continuation* next = nullptr;
+  /// Only sends messages (the rpc engine's late answers and the calls its
+  /// functions make): runs at the end of any poll of the engine's bundle,
+  /// outside handlers, as well as in progress(), so that a rank that waits
+  /// in a barrier still sends it.
+  bool internal = false;
   virtual void run() = 0;
 
  protected:

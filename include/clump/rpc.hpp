@@ -21,7 +21,9 @@
 /// Remote procedure calls. `rpc(rank, f, args...)` runs `f(args...)` on
 /// `rank`, inside the message's handler there (so `f` must not wait; it may
 /// use the gas layer's local memory, its own data structures, and return a
-/// value), and returns a `future<R>`; `rpc_ff` sends it without an answer.
+/// value, or a future of one: a deferred answer, sent when that future
+/// completes there; the rpcs it makes go once its handler has returned),
+/// and returns a `future<R>`; `rpc_ff` sends it without an answer.
 /// Functions are registered by name with `rpc_function`, the same name on
 /// every process, and are found across processes by that name's hash, never
 /// by code address; the first call of a function to a process that does not
@@ -289,14 +291,24 @@ uint64_t register_function(std::string_view name, uint32_t signature, invoke_fn 
 /// The name registered under `id` (for errors), or "".
 std::string_view function_name(uint64_t id) noexcept;
 
+/// Whom an answer goes to: the caller through the call's token (the reply,
+/// from inside the call's handler), or, for an answer that comes later (an
+/// rpc function that returned a future not ready then), the caller's rank:
+/// a request to its engine, sent outside handlers.
+struct answer_to {
+  token_base* token = nullptr;
+  int rank = -1;
+};
 /// Answers a call with a result of more than max_medium() bytes: keeps it
 /// for the caller to fetch.
-void send_big_answer(token_base& t, uint64_t op, std::vector<std::byte>&& result) noexcept;
+void send_big_answer(const answer_to& to, uint64_t op, std::vector<std::byte>&& result) noexcept;
 /// Queues `c` to run in progress() (a continuation that sends, for instance).
 void schedule(continuation* c) noexcept;
 /// Answers a call: the result's words or bytes (or an error's text).
-void send_answer(token_base& t, uint64_t op, outcome o, const uint32_t* words, unsigned nwords,
+void send_answer(const answer_to& to, uint64_t op, outcome o, const uint32_t* words, unsigned nwords,
                  std::span<const std::byte> payload) noexcept;
+/// Answers a call with the error `e` (its what(), cut at 1 KiB).
+void send_failure(const answer_to& to, uint64_t op, std::exception_ptr e) noexcept;
 /// Sends a call; fails the operation (when there is one) if it cannot go.
 void send_call(int rank, uint64_t op, const uint32_t* words, unsigned nwords, std::span<const std::byte> payload,
                size_t payload_bytes, const char* name);
@@ -324,12 +336,69 @@ bool deliver_result(state_base& base, void*, size_t, const uint32_t* words, unsi
   }
 }
 
+/// Answers call `op` with `result`: in the answer's words when it fits,
+/// else one medium message, else kept for the caller to fetch.
+template <class R>
+void send_result(const answer_to& to, uint64_t op, const R& result) {
+  if constexpr (fits_words<R>(max_args - answer_words)) {
+    uint32_t w[max_args] = {};
+    writer out{reinterpret_cast<std::byte*>(w)};
+    codec<R>::write(out, result);
+    send_answer(to, op, outcome::ok, w, static_cast<unsigned>((out.size + 3) / 4), {});
+  } else {
+    writer count{nullptr};
+    codec<R>::write(count, result);
+    if (count.size > max_medium()) {
+      if (count.size > max_rpc_bytes) {
+        const std::string why = std::to_string(count.size) + " bytes of result, more than the " +
+                                std::to_string(max_rpc_bytes) + " an rpc takes";
+        send_answer(to, op, outcome::too_big, nullptr, 0, std::as_bytes(std::span(why)));
+        return;
+      }
+      std::vector<std::byte> kept(count.size);
+      writer out{kept.data()};
+      codec<R>::write(out, result);
+      send_big_answer(to, op, std::move(kept));
+      return;
+    }
+    writer out{scratch(count.size)};
+    codec<R>::write(out, result);
+    send_answer(to, op, outcome::ok, nullptr, 0, {out.at, out.size});
+  }
+}
+
+/// The answer of an rpc function that returned a future not ready then: sent
+/// to the caller when that future completes, with its value or its error.
+template <class T>
+struct late_answer final : continuation {
+  future<T> in;
+  int caller;
+  uint64_t op;
+  late_answer(future<T>&& f, int rank, uint64_t id) : in(std::move(f)), caller(rank), op(id) { internal = true; }
+  void run() override {
+    const answer_to to{nullptr, caller};
+    try {
+      if (in.failed()) {
+        send_failure(to, op, in.raw()->failure);
+      } else if constexpr (std::is_void_v<T>) {
+        send_answer(to, op, outcome::ok, nullptr, 0, {});
+      } else {
+        send_result<T>(to, op, in.result());
+      }
+    } catch (...) {
+      send_failure(to, op, std::current_exception());
+    }
+    delete this;
+  }
+};
+
 template <class R, class... P>
 struct call_of {
   template <class F>
   static void invoke(const void* fn, token_base& t, const uint32_t* words, unsigned nwords,
                      std::span<const std::byte> payload, bool answer) {
     const uint64_t op = get_id(words + 3);
+    const answer_to to{&t, -1};
     std::vector<std::byte> keep;
     reader r{payload.empty() ? std::span(reinterpret_cast<const std::byte*>(words + call_words),
                                          (nwords - call_words) * 4u)
@@ -339,48 +408,38 @@ struct call_of {
       std::tuple<std::decay_t<P>...> v;
     } args{{read_one<std::decay_t<P>>(r, keep)...}};
     if (r.bad) {
-      if (answer) send_answer(t, op, outcome::malformed, nullptr, 0, {});
+      if (answer) send_answer(to, op, outcome::malformed, nullptr, 0, {});
       return;
     }
     const F& f = *static_cast<const F*>(fn);
     try {
       if constexpr (std::is_void_v<R>) {
         std::apply(f, args.v);
-        if (answer) send_answer(t, op, outcome::ok, nullptr, 0, {});
+        if (answer) send_answer(to, op, outcome::ok, nullptr, 0, {});
+      } else if constexpr (is_future<R>::value) {
+        // A deferred answer: the value comes when the future completes.
+        using T = typename R::value_type;
+        R result = std::apply(f, args.v);
+        if (!answer) return;  // rpc_ff: whatever the future does, nobody waits for it
+        if (!result.valid()) {
+          send_answer(to, op, outcome::threw, nullptr, 0,
+                      std::as_bytes(std::span("it returned a future with no state", 34)));
+        } else if (!result.ready()) {
+          auto* c = new late_answer<T>(std::move(result), static_cast<int>(t.source().rank), op);
+          c->in.raw()->await(c);  // runs, and sends, when it completes (outside handlers)
+        } else if (result.failed()) {
+          send_failure(to, op, result.raw()->failure);
+        } else if constexpr (std::is_void_v<T>) {
+          send_answer(to, op, outcome::ok, nullptr, 0, {});
+        } else {
+          send_result<T>(to, op, result.result());
+        }
       } else {
         R result = std::apply(f, args.v);
-        if (!answer) return;
-        if constexpr (fits_words<R>(max_args - answer_words)) {
-          uint32_t w[max_args] = {};
-          writer out{reinterpret_cast<std::byte*>(w)};
-          codec<R>::write(out, result);
-          send_answer(t, op, outcome::ok, w, static_cast<unsigned>((out.size + 3) / 4), {});
-        } else {
-          writer count{nullptr};
-          codec<R>::write(count, result);
-          if (count.size > max_medium()) {
-            if (count.size > max_rpc_bytes) {
-              const std::string why = std::to_string(count.size) + " bytes of result, more than the " +
-                                      std::to_string(max_rpc_bytes) + " an rpc takes";
-              send_answer(t, op, outcome::too_big, nullptr, 0, std::as_bytes(std::span(why)));
-              return;
-            }
-            std::vector<std::byte> kept(count.size);
-            writer out{kept.data()};
-            codec<R>::write(out, result);
-            send_big_answer(t, op, std::move(kept));
-            return;
-          }
-          writer out{scratch(count.size)};
-          codec<R>::write(out, result);
-          send_answer(t, op, outcome::ok, nullptr, 0, {out.at, out.size});
-        }
+        if (answer) send_result<R>(to, op, result);
       }
-    } catch (const std::exception& e) {
-      const std::string_view why = e.what();
-      if (answer) send_answer(t, op, outcome::threw, nullptr, 0, std::as_bytes(std::span(why.data(), std::min(why.size(), size_t{1024}))));
     } catch (...) {
-      if (answer) send_answer(t, op, outcome::threw, nullptr, 0, std::as_bytes(std::span("an exception", 12)));
+      if (answer) send_failure(to, op, std::current_exception());
     }
   }
 };
@@ -466,13 +525,16 @@ void encode_call(int rank, uint64_t op, uint64_t id, uint32_t sig, std::string_v
 }
 }  // namespace async_detail
 
-/// Runs `f(args...)` on `rank`; a future of its result.
+/// Runs `f(args...)` on `rank`; a future of its result. When `f` returns a
+/// `future<T>`, this is a `future<T>`, completed when that one completes on
+/// `rank` (a deferred answer).
 template <class R, class... P, class... A>
-future<R> rpc(int rank, const remote_function<R(P...)>& f, A&&... args) {
+future<typename async_detail::unwrap<R>::type> rpc(int rank, const remote_function<R(P...)>& f, A&&... args) {
   static_assert(sizeof...(P) == sizeof...(A), "rpc: give the function's arguments, no more and no fewer");
-  auto* s = async_detail::state<R>::make();
-  future<R> result{async_detail::state_ref<R>(s)};
-  const uint64_t op = async_detail::begin_operation(*s, &async_detail::deliver_result<R>, nullptr, 0, 1, rank,
+  using T = typename async_detail::unwrap<R>::type;
+  auto* s = async_detail::state<T>::make();
+  future<T> result{async_detail::state_ref<T>(s)};
+  const uint64_t op = async_detail::begin_operation(*s, &async_detail::deliver_result<T>, nullptr, 0, 1, rank,
                                                     f.name().data(), true);
   async_detail::encode_call<P...>(rank, op, f.id(), f.signature(), f.name(), std::forward<A>(args)...);
   return result;

@@ -83,6 +83,9 @@ unsigned bundle::poll_endpoints() noexcept {
   // next poll: this process may not be scheduled again soon.
   if (net && net->holding()) [[unlikely]]
     net->flush();
+  // Acquire: pairs with the release that set it after `after_poll`.
+  if (impl_->after_poll_due.load(std::memory_order_acquire)) [[unlikely]]
+    impl_->after_poll();
   return n;
 }
 

@@ -142,6 +142,11 @@ struct bundle_impl {
   bundle_impl(const core::config& c) noexcept
       : net_poller(static_cast<am::adaptive_poller::mode>(c.net_poll_mode), c.net_poll_min, c.net_poll_max,
                    c.net_poll_us) {}
+  // Work a layer above leaves for the end of a poll, outside handlers (the
+  // rpc engine's late answers, and the calls its functions made): it sets
+  // the function, and the flag while work waits.
+  void (*after_poll)() = nullptr;
+  std::atomic<bool> after_poll_due{false};
   uint32_t wake_offset = 0;
   std::atomic<uint32_t>* wake = nullptr;
   std::atomic<int> mask{0};

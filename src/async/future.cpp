@@ -39,8 +39,42 @@ int class_of(size_t bytes) noexcept {
 continuation* queue_head = nullptr;
 continuation* queue_tail = nullptr;
 
+// Continuations that only send (continuation::internal): their own queue,
+// which the bundle's polls also run (bundle_impl::after_poll).
+continuation *internal_head = nullptr, *internal_tail = nullptr;
+bundle* polled = nullptr;  // the bundle wait() and progress() poll
+bool running_internal = false;
+
+unsigned run_internal() noexcept {
+  // Not inside a handler (they may only reply), nor inside itself (a send
+  // that polls while a queue is full).
+  if (running_internal || clump::detail::handler_depth > 0) return 0;
+  running_internal = true;
+  if (polled) polled->impl()->after_poll_due.store(false, std::memory_order_relaxed);
+  unsigned ran = 0;
+  while (continuation* c = internal_head) {
+    internal_head = c->next;
+    if (!internal_head) internal_tail = nullptr;
+    ++ran;
+    c->run();
+  }
+  running_internal = false;
+  return ran;
+}
+
+void run_internal_after_poll() { (void)run_internal(); }
+
 void enqueue(continuation* c) noexcept {
   c->next = nullptr;
+  if (c->internal) {
+    if (internal_tail)
+      internal_tail->next = c;
+    else
+      internal_head = c;
+    internal_tail = c;
+    if (polled) polled->impl()->after_poll_due.store(true, std::memory_order_release);
+    return;
+  }
   if (queue_tail)
     queue_tail->next = c;
   else
@@ -49,7 +83,7 @@ void enqueue(continuation* c) noexcept {
 }
 
 unsigned run_queue() {
-  unsigned ran = 0;
+  unsigned ran = run_internal();
   while (continuation* c = queue_head) {
     queue_head = c->next;
     if (!queue_head) queue_tail = nullptr;
@@ -59,7 +93,6 @@ unsigned run_queue() {
   return ran;
 }
 
-bundle* polled = nullptr;  // the bundle wait() and progress() poll
 unsigned polled_users = 0;  // the engine and the gas space both use it
 
 // ---- operations in flight -----------------------------------------------------
@@ -263,9 +296,14 @@ void schedule(continuation* c) noexcept { enqueue(c); }
 void use_bundle(bundle* b) noexcept {
   polled = b;
   ++polled_users;
+  b->impl()->after_poll = &run_internal_after_poll;
+  if (internal_head) b->impl()->after_poll_due.store(true, std::memory_order_release);
 }
 void drop_bundle(bundle* b) noexcept {
-  if (polled == b && --polled_users == 0) polled = nullptr;
+  if (polled == b && --polled_users == 0) {
+    b->impl()->after_poll_due.store(false, std::memory_order_relaxed);
+    polled = nullptr;
+  }
 }
 
 

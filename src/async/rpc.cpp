@@ -9,6 +9,14 @@
 // the handler may send: words [operation (2), outcome (1)], then the result
 // in the words or the payload. A call or answer that comes back (its
 // destination failed) fails the operation, named by the number it carries.
+//
+// A function that returns a future not ready yet answers later: when that
+// future completes, its value goes as a request to the caller's `late`
+// handler, which reads it as the reply would have been read. Such sends, and
+// the calls a function makes from its handler, wait in the async layer's
+// queue of internal continuations, which the end of every poll of the
+// engine's bundle runs (outside handlers): a rank that waits in a barrier
+// still sends them.
 
 #include <clump/rpc.hpp>
 #include <clump/runtime.hpp>
@@ -60,6 +68,7 @@ struct async_engine::impl {
   uint64_t last_id = 0;  // the function the last call ran (registrations never move: a map's nodes stay)
   const void* last = nullptr;
   handler_index piece = 0, fetch = 0;  // big arguments in pieces; fetching a big result
+  handler_index late = 0;              // an answer that came after its call's handler (a request)
 
   // Big arguments arriving here, by (caller, its sequence number); big
   // results kept here, by (caller, its operation); big results arriving here,
@@ -104,7 +113,48 @@ std::byte* scratch(size_t bytes) {
   return b.data();
 }
 
-void send_answer(token_base& t, uint64_t op, outcome o, const uint32_t* words, unsigned nwords,
+namespace {
+// A message to send from progress() or the end of a poll, outside handlers
+// (where only a reply may be sent): a call an rpc function made, or a late
+// answer produced inside a handler.
+struct send_later final : continuation {
+  int rank = -1;
+  uint64_t op = 0;
+  std::vector<uint32_t> words;
+  std::vector<std::byte> payload;
+  size_t payload_bytes = 0;
+  const char* name = nullptr;  // a call's function; nullptr: a late answer
+  void run() override {
+    if (name) {
+      try {
+        send_call(rank, op, words.data(), static_cast<unsigned>(words.size()), payload, payload_bytes, name);
+      } catch (const std::exception& e) {  // an rpc_ff that could not go: nobody to tell but the log
+        core::log_warning("%s", e.what());
+      }
+    } else if (current_engine) {
+      auto& m = current_engine->internals();
+      (void)m.ep.send_raw(rank, payload.empty() ? message_kind::short_message : message_kind::medium, m.late,
+                          words.data(), static_cast<unsigned>(words.size()), payload.data(), payload.size(), 0, false);
+    }
+    delete this;
+  }
+};
+
+void queue_send(int rank, uint64_t op, const uint32_t* words, unsigned nwords, std::span<const std::byte> payload,
+                size_t payload_bytes, const char* name) {
+  auto* c = new send_later;
+  c->internal = true;
+  c->rank = rank;
+  c->op = op;
+  c->words.assign(words, words + nwords);
+  c->payload.assign(payload.begin(), payload.end());
+  c->payload_bytes = payload_bytes;
+  c->name = name;
+  schedule(c);
+}
+}  // namespace
+
+void send_answer(const answer_to& to, uint64_t op, outcome o, const uint32_t* words, unsigned nwords,
                  std::span<const std::byte> payload) noexcept {
   if (!current_engine || op == 0) return;
   uint32_t w[max_args];
@@ -112,9 +162,38 @@ void send_answer(token_base& t, uint64_t op, outcome o, const uint32_t* words, u
   w[2] = static_cast<uint32_t>(o);
   for (unsigned i = 0; i < nwords && answer_words + i < max_args; ++i) w[answer_words + i] = words[i];
   const unsigned n = std::min<unsigned>(answer_words + nwords, max_args);
-  // A failure to answer (the requester is gone) comes back to our handler 0.
-  (void)t.reply_raw(payload.empty() ? message_kind::short_message : message_kind::medium,
-                    current_engine->internals().answer, w, n, payload.data(), payload.size(), 0);
+  auto& m = current_engine->internals();
+  const message_kind kind = payload.empty() ? message_kind::short_message : message_kind::medium;
+  if (to.token) {
+    // A failure to answer (the requester is gone) comes back to our handler 0.
+    (void)to.token->reply_raw(kind, m.answer, w, n, payload.data(), payload.size(), 0);
+    return;
+  }
+  // A late answer: a request to the caller's engine (one that comes back
+  // means the caller is gone, and is dropped).
+  if (clump::detail::handler_depth > 0) {
+    try {
+      queue_send(to.rank, op, w, n, payload, payload.size(), nullptr);
+    } catch (...) {  // no memory: the caller's wait ends when it learns of a failure, or never
+      core::log_warning("rpc: no memory to keep a late answer for rank %d; it is dropped", to.rank);
+    }
+    return;
+  }
+  (void)m.ep.send_raw(to.rank, kind, m.late, w, n, payload.data(), payload.size(), 0, false);
+}
+
+void send_failure(const answer_to& to, uint64_t op, std::exception_ptr e) noexcept {
+  std::string why = "an exception";
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    try {
+      why.assign(x.what(), std::min(std::strlen(x.what()), size_t{1024}));
+    } catch (...) {
+    }
+  } catch (...) {
+  }
+  send_answer(to, op, outcome::threw, nullptr, 0, std::as_bytes(std::span(why.data(), why.size())));
 }
 
 namespace {
@@ -127,20 +206,20 @@ bool known_dead(uint32_t rank) noexcept {
 
 }  // namespace
 
-void send_big_answer(token_base& t, uint64_t op, std::vector<std::byte>&& result) noexcept {
+void send_big_answer(const answer_to& to, uint64_t op, std::vector<std::byte>&& result) noexcept {
   if (!current_engine || op == 0) return;
   auto& m = current_engine->internals();
-  const uint32_t caller = t.source().rank;
+  const uint32_t caller = to.token ? to.token->source().rank : static_cast<uint32_t>(to.rank);
   uint32_t w[2];
   put_id(w, result.size());
   if (known_dead(caller)) return;  // it will never fetch it
   try {
     m.results[{caller, op}] = {std::move(result), 0};
   } catch (...) {
-    send_answer(t, op, outcome::too_big, nullptr, 0, std::as_bytes(std::span("no memory to keep the result", 28)));
+    send_answer(to, op, outcome::too_big, nullptr, 0, std::as_bytes(std::span("no memory to keep the result", 28)));
     return;
   }
-  send_answer(t, op, outcome::big, w, 2, {});
+  send_answer(to, op, outcome::big, w, 2, {});
 }
 
 void forget_failed() noexcept {
@@ -174,8 +253,15 @@ void send_call(int rank, uint64_t op, const uint32_t* words, unsigned nwords, st
     return;
   }
   if (clump::detail::handler_depth > 0) {
-    refuse(status::bad_arg, "called inside a message handler (an rpc function runs in one), where only a reply may be "
-                            "sent (AM-II): return a value instead");
+    // Inside a handler (an rpc function runs in one) only a reply may be
+    // sent (AM-II): the call goes at the end of this poll, or at the next
+    // progress(); its future (which the function may return) completes as
+    // any other.
+    try {
+      queue_send(rank, op, words, nwords, payload, payload_bytes, name);
+    } catch (const std::bad_alloc&) {
+      refuse(status::resource, "no memory to keep the call until the handler has returned");
+    }
     return;
   }
   if (payload.size() > max_medium()) {
@@ -223,7 +309,7 @@ void dispatch(async_engine::impl& m, token_base& t, const uint32_t* args, unsign
   if (!f || f->signature != signature) {
     const outcome o = !f ? outcome::unknown_function : outcome::other_signature;
     if (op != 0) {
-      send_answer(t, op, o, nullptr, 0, {});
+      send_answer({&t, -1}, op, o, nullptr, 0, {});
     } else if (!m.warned_unknown) {
       m.warned_unknown = true;
       core::log_warning("rpc_ff from rank %u: %s (id %016llx); dropped (said once)", t.source().rank,
@@ -251,20 +337,20 @@ void on_piece(void* ctx, token_base& t, const uint32_t* args, unsigned nargs, st
   auto it = m.arguments.find(key);
   if (it == m.arguments.end()) {
     if (total > max_rpc_bytes || total <= max_medium()) {
-      if (op != 0) send_answer(t, op, outcome::malformed, nullptr, 0, {});
+      if (op != 0) send_answer({&t, -1}, op, outcome::malformed, nullptr, 0, {});
       return;
     }
     try {
       it = m.arguments.emplace(key, async_engine::impl::assembly{std::vector<std::byte>(total), 0}).first;
     } catch (const std::bad_alloc&) {
-      if (op != 0) send_answer(t, op, outcome::too_big, nullptr, 0, std::as_bytes(std::span("no memory for the arguments", 27)));
+      if (op != 0) send_answer({&t, -1}, op, outcome::too_big, nullptr, 0, std::as_bytes(std::span("no memory for the arguments", 27)));
       return;
     }
   }
   auto& a = it->second;
   if (total != a.bytes.size() || at > total || length > total - at || a.got + length > total) {
     m.arguments.erase(it);
-    if (op != 0) send_answer(t, op, outcome::malformed, nullptr, 0, {});
+    if (op != 0) send_answer({&t, -1}, op, outcome::malformed, nullptr, 0, {});
     return;
   }
   std::memcpy(a.bytes.data() + at, data, length);
@@ -283,12 +369,12 @@ void on_fetch(void* ctx, token_base& t, const uint32_t* args, unsigned nargs, st
   auto it = m.results.find({t.source().rank, op});
   if (it == m.results.end() || at > it->second.bytes.size() || bytes > it->second.bytes.size() - at ||
       bytes > max_medium()) {
-    send_answer(t, op, outcome::lost, nullptr, 0, {});
+    send_answer({&t, -1}, op, outcome::lost, nullptr, 0, {});
     return;
   }
   uint32_t w[2];
   put_id(w, at);
-  send_answer(t, op, outcome::piece, w, 2, {it->second.bytes.data() + at, static_cast<size_t>(bytes)});
+  send_answer({&t, -1}, op, outcome::piece, w, 2, {it->second.bytes.data() + at, static_cast<size_t>(bytes)});
   if ((it->second.got += bytes) >= it->second.bytes.size()) m.results.erase(it);  // all fetched
 }
 
@@ -361,6 +447,7 @@ void on_answer(void*, token_base& t, const uint32_t* args, unsigned nargs, std::
             return;
           }
           auto* f = new (pool_allocate(sizeof(fetcher))) fetcher;
+          f->internal = true;  // it only sends: even from a rank that waits in a barrier
           f->m = &m;
           f->op = op;
           f->rank = static_cast<int>(t.source().rank);
@@ -410,6 +497,7 @@ async_engine::async_engine(runtime& rt) : impl_(new impl(rt)) {
   m.answer = m.ep.set_raw_handler(-1, &on_answer, &m, detail::role::reply, -1, -1);
   m.piece = m.ep.set_raw_handler(-1, &on_piece, &m, detail::role::request, -1, -1);
   m.fetch = m.ep.set_raw_handler(-1, &on_fetch, &m, detail::role::request, -1, -1);
+  m.late = m.ep.set_raw_handler(-1, &on_answer, &m, detail::role::request, -1, -1);
   // A call or answer that came back: its destination failed.
   m.ep.on_returned([&m](const returned_message& r) {
     if (r.handler == m.fetch && r.args.size() >= 2) {
