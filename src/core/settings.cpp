@@ -231,6 +231,15 @@ int64_t integer(const char* name, int64_t lo, int64_t hi) {
   return x;
 }
 
+/// A setting of auto, on or off: 0, 1 or 2.
+int auto_on_off(const char* name) {
+  const std::string v = raw(name);
+  if (v == "auto") return 0;
+  if (v == "on") return 1;
+  if (v != "off") bad_setting("%s=%s must be auto, on or off", name, v.c_str());
+  return 2;
+}
+
 /// A size setting in [lo, hi] bytes.
 size_t size(const char* name, size_t lo, size_t hi) {
   size_t x = 0;
@@ -289,11 +298,7 @@ config parse() {
   c.poll_batch = static_cast<uint32_t>(integer("CLUMP_POLL_BATCH", 1, 1 << 20));
   c.spin_before_sleep_us = static_cast<uint32_t>(integer("CLUMP_SPIN_BEFORE_SLEEP_US", 0, 10'000'000));
   c.spin_chosen = given("CLUMP_SPIN_BEFORE_SLEEP_US");
-  const std::string yield = raw("CLUMP_YIELD");
-  if (yield == "auto") c.yield = 0;
-  else if (yield == "on") c.yield = 1;
-  else if (yield == "off") c.yield = 2;
-  else bad_setting("CLUMP_YIELD=%s must be auto, on or off", yield.c_str());
+  c.yield = auto_on_off("CLUMP_YIELD");
   c.verbose = static_cast<int>(integer("CLUMP_VERBOSE", 0, 3));
   const std::string proto = raw("CLUMP_PROTOCOL");
   if (proto != "auto" && proto != "net" && proto != "multi")
@@ -341,11 +346,7 @@ config parse() {
   c.ofi_mtu_chosen = given("CLUMP_OFI_MTU");
   c.ofi_read_min = size("CLUMP_OFI_RMA_MIN", 0, 4 * gib);
   c.ofi_read_min_chosen = given("CLUMP_OFI_RMA_MIN");
-  const std::string auth = raw("CLUMP_NET_AUTH");
-  if (auth == "auto") c.net_auth = 0;
-  else if (auth == "on") c.net_auth = 1;
-  else if (auth == "off") c.net_auth = 2;
-  else bad_setting("CLUMP_NET_AUTH=%s must be auto, on or off", auth.c_str());
+  c.net_auth = auto_on_off("CLUMP_NET_AUTH");
   c.cma_max = size("CLUMP_CMA_MAX", 0, 4 * gib);
   c.cma_split = size("CLUMP_CMA_SPLIT", 0, 4 * gib);
   std::string why;
