@@ -88,13 +88,12 @@ process::process() {
   size_ = job_->size();
   job_id_ = job_->id();
   region_->set_rank(rank_);
-  host_ranks_ = job_->host_ranks();
-  host_cpus_ = cores_for_job(cfg);
-  crowded_ = cfg.yield == 1 || (cfg.yield == 0 && host_ranks_ > host_cpus_);
+  const int host_ranks = job_->host_ranks(), host_cpus = cores_for_job(cfg);
+  crowded_ = cfg.yield == 1 || (cfg.yield == 0 && host_ranks > host_cpus);
   if (crowded_ && rank_ == 0)
     core::log_info("crowded host: %d ranks of the job on %d core%s%s; blocking waits give up the core between "
                    "polls and look at the network at every poll",
-                   host_ranks_, host_cpus_, host_cpus_ == 1 ? "" : "s", cfg.yield == 1 ? " (CLUMP_YIELD=on)" : "");
+                   host_ranks, host_cpus, host_cpus == 1 ? "" : "s", cfg.yield == 1 ? " (CLUMP_YIELD=on)" : "");
 
   // Routing: shared memory with the ranks of our node, the network with the
   // others (with every other rank under CLUMP_PROTOCOL=net).

@@ -125,8 +125,6 @@ class process {
   /// with more ranks than cores on this host, the rank a waiter needs may
   /// be waiting for this very core.
   bool crowded() const noexcept { return crowded_; }
-  int host_ranks() const noexcept { return host_ranks_; }
-  int host_cpus() const noexcept { return host_cpus_; }
 
   // ---- ranks whose process is gone -------------------------------------
   /// Records that `rank`'s process is gone (`how`: "has exited", "is
@@ -182,7 +180,6 @@ class process {
   std::atomic<uint64_t> deaths_{0}, acknowledged_{0};
   std::atomic<bool> leaving_{false};
   bool crowded_ = false;
-  int host_ranks_ = 1, host_cpus_ = 1;
   std::atomic<std::chrono::steady_clock::rep> last_death_{0};
   std::atomic<std::chrono::steady_clock::rep> last_check_{0};
   std::mutex dead_mutex_;  // one finder at a time: said once

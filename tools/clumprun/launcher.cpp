@@ -173,9 +173,12 @@ void job_runner::spawn(rank_proc& rp) {
   // the cores are the ones clumprun itself may run on (taskset, a cgroup).
   const auto on_host = o_.nodes.hosts.empty() ? n_ : std::count(o_.nodes.node_of.begin(), o_.nodes.node_of.end(), node);
   env.push_back(fmt::format("CLUMP_HOST_RANKS={}", on_host));
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  if (::sched_getaffinity(0, sizeof cpus, &cpus) == 0) env.push_back(fmt::format("CLUMP_HOST_CPUS={}", CPU_COUNT(&cpus)));
+  static const int cpus = [] {  // clumprun's own affinity: asked once, not per rank
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    return ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  }();
+  if (cpus > 0) env.push_back(fmt::format("CLUMP_HOST_CPUS={}", cpus));
   // Not the job's id: the environment of a process is no place for what ties
   // datagrams to the job (see docs/guide.md, security). The launcher's pid
   // tells tools which processes are this job's.
