@@ -361,7 +361,10 @@ void send_result(const answer_to& to, uint64_t op, const R& result) {
       send_big_answer(to, op, std::move(kept));
       return;
     }
-    writer out{scratch(count.size)};
+    // A late answer has a buffer of its own: it may go from a poll inside
+    // a call's send, whose bytes are in the scratch buffer.
+    std::vector<std::byte> own(to.token ? 0 : count.size);
+    writer out{to.token ? scratch(count.size) : own.data()};
     codec<R>::write(out, result);
     send_answer(to, op, outcome::ok, nullptr, 0, {out.at, out.size});
   }

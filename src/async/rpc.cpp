@@ -280,7 +280,10 @@ void send_call(int rank, uint64_t op, const uint32_t* words, unsigned nwords, st
         break;
       }
     }
-    if (call_bytes.size() > (size_t{4} << 20)) std::vector<std::byte>().swap(call_bytes);  // give it back
+    // Give it back, unless these bytes were another call's (queued by a
+    // handler) sent from a poll inside the send of the call that owns it.
+    if (payload.data() == call_bytes.data() && call_bytes.size() > (size_t{4} << 20))
+      std::vector<std::byte>().swap(call_bytes);
     return;
   }
   const status s = m.ep.send_raw(rank, payload.empty() ? message_kind::short_message : message_kind::medium, m.call,
