@@ -12,7 +12,13 @@
 //   rpc co   the same rpc co_awaited in a coroutine, the loop inside it;
 //   get sync gas::get of an int64 on the peer, then gas::sync();
 //   get co   co_await gas::rget(p) in a coroutine;
-//   rget     gas::rget(p).wait().
+//   rget     gas::rget(p).wait();
+//   long     a long request of 1 MiB into the peer's segment, answered by a
+//            short reply: what a big rpc's arguments cost at best;
+//   rpc args rpc(peer, f, a span of 1 MiB), f answering its size;
+//   get long a get of 1 MiB from the peer's segment into ours (AM_GetXfer):
+//            what a big result costs at best;
+//   rpc res  rpc(peer, f, n) returning a vector of n = 1 MiB bytes.
 // The hash table (--dht): every rank inserts K keys (uint64 -> uint64) into
 // an open-addressing table spread over the ranks by the key's hash, each an
 // rpc to its owner with up to --window calls in flight (a vector of futures
@@ -92,6 +98,10 @@ bool parse(int argc, char** argv, options& o, std::string& err) {
 }
 
 const auto add_one = clump::rpc_function("bench.add_one", [](int v) { return v + 1; });
+const auto count_bytes =
+    clump::rpc_function("bench.count_bytes", [](std::span<const std::byte> b) { return uint64_t{b.size()}; });
+const auto make_bytes = clump::rpc_function("bench.make_bytes", [](uint64_t n) { return std::vector<std::byte>(n); });
+constexpr size_t big_bytes = size_t{1} << 20;
 
 // ---- the hash table: open addressing, linear probing, in each rank's memory ----
 
@@ -161,6 +171,7 @@ struct measure {
   const char* id;
   const char* what;
   std::function<void(long)> loop;
+  const char* against;  // the measure its ratio is taken to
   bench::series s;
 };
 
@@ -206,6 +217,9 @@ int round_trips(clump::runtime& rt, const options& o) {
     answered = true;
   });
   auto ping = ep.on_request([&](clump::token& t, int v) { (void)t.reply(pong, v + 1); });
+  auto long_ack = ep.on_reply([&](clump::token&) { answered = true; });
+  auto long_ping = ep.on_request([&](clump::token& t, std::span<const std::byte>) { (void)t.reply(long_ack); });
+  auto got_long = ep.on_reply([&](clump::token&, std::span<const std::byte>) { answered = true; });
   bool stop = false;
   auto done = ep.on_request([&](clump::token&) { stop = true; });
   rt.barrier();
@@ -225,14 +239,14 @@ int round_trips(clump::runtime& rt, const options& o) {
                     while (!answered) b.poll();
                     v = got;
                   }
-                }, {}});
+                }, "raw", {}});
   ms.push_back({"rpc", "rpc(peer, add_one, v).wait()", [&](long n) {
                   int v = 0;
                   for (long i = 0; i < n; ++i) v = clump::rpc(peer, add_one, v).wait();
-                }, {}});
+                }, "raw", {}});
   ms.push_back({"rpc_co", "co_await rpc(peer, add_one, v) in a coroutine", [&](long n) {
                   (void)rpc_loop(peer, n).wait();
-                }, {}});
+                }, "raw", {}});
   const auto p = cell.on(peer);
   ms.push_back({"get_sync", "gas::get of an int64, then gas::sync()", [&](long n) {
                   int64_t v = 0, sum = 0;
@@ -242,15 +256,43 @@ int round_trips(clump::runtime& rt, const options& o) {
                     sum += v;
                   }
                   if (sum != n * peer) std::exit(1);
-                }, {}});
+                }, "get_sync", {}});
   ms.push_back({"get_co", "co_await gas::rget(p) in a coroutine", [&](long n) {
                   if (get_loop(p, n).wait() != n * peer) std::exit(1);
-                }, {}});
+                }, "get_sync", {}});
   ms.push_back({"rget_wait", "gas::rget(p).wait()", [&](long n) {
                   int64_t sum = 0;
                   for (long i = 0; i < n; ++i) sum += gas::rget(p).wait();
                   if (sum != n * peer) std::exit(1);
-                }, {}});
+                }, "get_sync", {}});
+  // Big arguments and results, against the long messages they could be at best.
+  if (ep.segment().size() < big_bytes) {
+    std::fprintf(stderr, "async: the runtime's segment (CLUMP_SEGMENT_SIZE) is under 1 MiB\n");
+    std::exit(1);
+  }
+  const std::vector<std::byte> big(big_bytes, std::byte{7});
+  ms.push_back({"long_1m", "a long request of 1 MiB into the peer's segment, a short reply", [&](long n) {
+                  for (long i = 0; i < n; ++i) {
+                    answered = false;
+                    if (ep.request_long(peer, long_ping, big, 0) != clump::status::ok) std::exit(1);
+                    while (!answered) b.poll();
+                  }
+                }, "long_1m", {}});
+  ms.push_back({"rpc_args_1m", "rpc(peer, count_bytes, a span of 1 MiB).wait()", [&](long n) {
+                  for (long i = 0; i < n; ++i)
+                    if (clump::rpc(peer, count_bytes, std::span<const std::byte>(big)).wait() != big_bytes) std::exit(1);
+                }, "long_1m", {}});
+  ms.push_back({"get_1m", "a get of 1 MiB from the peer's segment into ours", [&](long n) {
+                  for (long i = 0; i < n; ++i) {
+                    answered = false;
+                    if (ep.get(peer, got_long, 0, 0, big_bytes) != clump::status::ok) std::exit(1);
+                    while (!answered) b.poll();
+                  }
+                }, "get_1m", {}});
+  ms.push_back({"rpc_result_1m", "rpc(peer, make_bytes, 1 MiB).wait(), a vector of 1 MiB", [&](long n) {
+                  for (long i = 0; i < n; ++i)
+                    if (clump::rpc(peer, make_bytes, uint64_t{big_bytes}).wait().size() != big_bytes) std::exit(1);
+                }, "get_1m", {}});
   time_all(ms, o.reps);
   for (int r = 1; r < rt.size(); ++r)
     if (ep.request(r, done) != clump::status::ok) std::exit(1);
@@ -260,7 +302,6 @@ int round_trips(clump::runtime& rt, const options& o) {
   rep.machine = bench::machine_info();
   rep.job = {{"ranks", rt.size()}, {"peer", peer}, {"peer_on_this_node", p.is_local()}};
   rep.config = {{"reps", o.reps}, {"clump", bench::clump_environment()}};
-  const double raw = ms[0].s.median(), get = ms[3].s.median();
   for (auto& m : ms) {
     bench::row r;
     r.section = "round trip, one at a time";
@@ -268,13 +309,15 @@ int round_trips(clump::runtime& rt, const options& o) {
     r.size = m.id;
     r.unit = "us";
     r.data = m.s;
-    const bool is_get = std::string(m.id).find("get") != std::string::npos;
-    r.ratio = m.s.median() / (is_get ? get : raw);
-    r.ratio_of = is_get ? "get_sync" : "raw";
+    const auto base = std::find_if(ms.begin(), ms.end(), [&](const measure& x) { return std::string(x.id) == m.against; });
+    r.ratio = m.s.median() / base->s.median();
+    r.ratio_of = m.against;
     rep.rows.push_back(r);
     rep.notes.push_back(std::string(m.id) + ": " + m.what);
   }
-  rep.legend = "ratio: rpc against the raw request and reply, the gets against gas::get with sync(), same run\n";
+  rep.legend =
+      "ratio: rpc against the raw request and reply, the gets against gas::get with sync(), big rpc arguments\n"
+      "against a long request of as many bytes, big results against a get of as many bytes; same run\n";
   rep.print(stdout);
   return bench::write_json(rep.to_json(), o.json) ? 0 : 1;
 }
