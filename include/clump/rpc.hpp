@@ -31,11 +31,14 @@
 /// it. Arguments and results are trivially copyable values, `std::string`
 /// (`std::string_view` for arguments), `std::vector<T>` and `std::span<const
 /// T>` of trivially copyable `T`: up to 60 bytes of plain values go in the
-/// words of a short message, anything else as one medium message payload,
-/// or in pieces of `clump::max_medium()` bytes when larger (up to 4 GiB; a
-/// call beyond that fails with status::bad_arg and says so). A
-/// `std::span<const T>` argument is a view into the arriving message (or
-/// into the pieces put together), without a copy.
+/// words of a short message, anything else as one medium message payload;
+/// larger than `clump::max_medium()`, as one long message into the
+/// receiver's landing area (CLUMP_RPC_LANDING), or in pieces of
+/// max_medium() bytes when it has no room (up to 4 GiB; a call beyond that
+/// fails with status::bad_arg and says so). A `std::span<const T>` argument
+/// is a view into the arriving message (or its place in the landing area,
+/// or the pieces put together), without a copy, valid while the function
+/// runs.
 
 #include <clump/async.hpp>
 
@@ -271,11 +274,12 @@ constexpr std::string_view signature_text() noexcept {
 // An answer's are [operation (2), outcome (1)] and then, when short, the result.
 inline constexpr unsigned call_words = 5;
 inline constexpr unsigned answer_words = 3;
-// Arguments or a result of more than max_medium() bytes travel in pieces of
-// max_medium(): a call's pieces are medium requests to the engine's piece
-// handler, which puts them together and then runs the function; a result's
-// stay at the callee, which answers `big` with its size, and the caller
-// fetches them (medium replies, outcome `piece`).
+// Arguments or a result of more than max_medium() bytes land whole by one
+// long message in the receiver's landing area (see src/async/rpc.cpp); when
+// it has no room, in pieces of max_medium(): a call's pieces are medium
+// requests to the engine's piece handler, which puts them together and then
+// runs the function; a result stays at the callee, which answers `big` with
+// its size, and the caller fetches it (medium replies, outcome `piece`).
 enum class outcome : uint32_t {
   ok = 0, unknown_function = 1, other_signature = 2, threw = 3, malformed = 4, too_big = 5, big = 6, piece = 7, lost = 8
 };
@@ -299,9 +303,19 @@ struct answer_to {
   token_base* token = nullptr;
   int rank = -1;
 };
-/// Answers a call with a result of more than max_medium() bytes: keeps it
-/// for the caller to fetch.
-void send_big_answer(const answer_to& to, uint64_t op, std::vector<std::byte>&& result) noexcept;
+/// Where a result of more than max_medium() bytes is written, and kept until
+/// its caller has fetched it: a place in the engine's landing area when one
+/// is free (no allocation), else a vector of its own.
+struct big_result {
+  std::vector<std::byte> own;
+  uint64_t offset = ~uint64_t{0};  // in the landing area; ~0: in `own`
+  uint64_t size = 0;
+  std::byte* bytes = nullptr;
+};
+/// Room for a big result of `size` bytes (throws std::bad_alloc).
+big_result make_big_result(uint64_t size);
+/// Answers a call with a big result: keeps it for the caller to fetch.
+void send_big_answer(const answer_to& to, uint64_t op, big_result&& result) noexcept;
 /// Queues `c` to run in progress() (a continuation that sends, for instance).
 void schedule(continuation* c) noexcept;
 /// Answers a call: the result's words or bytes (or an error's text).
@@ -355,8 +369,8 @@ void send_result(const answer_to& to, uint64_t op, const R& result) {
         send_answer(to, op, outcome::too_big, nullptr, 0, std::as_bytes(std::span(why)));
         return;
       }
-      std::vector<std::byte> kept(count.size);
-      writer out{kept.data()};
+      big_result kept = make_big_result(count.size);
+      writer out{kept.bytes};
       codec<R>::write(out, result);
       send_big_answer(to, op, std::move(kept));
       return;

@@ -10,6 +10,22 @@
 // in the words or the payload. A call or answer that comes back (its
 // destination failed) fails the operation, named by the number it carries.
 //
+// Arguments or a result of more than max_medium() bytes land whole, by one
+// long message, in the receiver's landing area (a segment of the engine's
+// endpoint, CLUMP_RPC_LANDING; src/async/landing.hpp):
+// - a big call first asks the callee for a place (a short request to its
+//   `reserve` handler: [the call's 5 words, sequence (2), bytes (2)]); the
+//   reply (`granted`: [sequence (2), offset (2)]) sends the arguments as a
+//   long request to `landed` ([the call's 5 words, sequence (2)]) into that
+//   place, where the function reads them; the place is given back when it
+//   returns;
+// - a big result stays at the callee, which answers `big` with its size; the
+//   caller takes a place of its own and asks for the result there
+//   (`fetch_whole`: [operation (2), offset (2)]), and the callee sends it as a
+//   long reply (`whole`: [operation (2)]).
+// With no place free (or CLUMP_RPC_LANDING=0) they travel in pieces of
+// max_medium() instead (`piece` and `fetch`, see rpc.hpp).
+//
 // A function that returns a future not ready yet answers later: when that
 // future completes, its value goes as a request to the caller's `late`
 // handler, which reads it as the reply would have been read. Such sends, and
@@ -34,7 +50,9 @@
 
 #include "am/endpoint_impl.hpp"
 #include "am/process.hpp"  // known_dead: what is known, without a system call
+#include "async/landing.hpp"
 #include "core/log.hpp"
+#include "core/settings.hpp"
 
 namespace clump {
 
@@ -79,8 +97,36 @@ struct async_engine::impl {
   };
   uint64_t sequence = 0;  // of this process's calls in pieces
   std::map<std::pair<uint32_t, uint64_t>, assembly> arguments;
-  std::map<std::pair<uint32_t, uint64_t>, assembly> results;  // `got`: bytes fetched so far
+  struct kept_result {
+    async_detail::big_result r;
+    uint64_t got = 0;  // bytes fetched so far
+  };
+  std::map<std::pair<uint32_t, uint64_t>, kept_result> results;
   std::map<uint64_t, assembly> incoming;
+
+  // Big arguments and results by long messages into the landing area.
+  handler_index reserve = 0, granted = 0, landed = 0, fetch_whole = 0, whole = 0;
+  std::byte* landing_base = nullptr;
+  async_detail::landing_area landing;
+  struct place {
+    uint64_t offset = 0, bytes = 0;
+    uint32_t rank = 0;  // whose message lands there
+  };
+  // Places given to callers' arguments, by (caller, its sequence number);
+  // places of ours for results on their way, by operation.
+  std::map<std::pair<uint32_t, uint64_t>, place> reserved;
+  std::map<uint64_t, place> fetching;
+  // Calls waiting for the callee's place, by sequence number.
+  struct big_call {
+    int rank = -1;
+    uint64_t op = 0;
+    uint32_t words[async_detail::call_words] = {};
+    std::vector<std::byte> payload;
+    const char* name = nullptr;
+  };
+  std::map<uint64_t, big_call> waiting;
+  // Big messages that arrived here, whole (landed) or in pieces (CLUMP_VERBOSE=1 says).
+  uint64_t landed_calls = 0, pieced_calls = 0, landed_results = 0, pieced_results = 0;
 };
 
 namespace async_detail {
@@ -206,16 +252,43 @@ bool known_dead(uint32_t rank) noexcept {
 
 }  // namespace
 
-void send_big_answer(const answer_to& to, uint64_t op, std::vector<std::byte>&& result) noexcept {
-  if (!current_engine || op == 0) return;
+big_result make_big_result(uint64_t size) {
+  big_result r;
+  r.size = size;
+  if (current_engine) {
+    auto& m = current_engine->internals();
+    if (const auto at = m.landing.take(size)) {
+      r.offset = *at;
+      r.bytes = m.landing_base + *at;
+      return r;
+    }
+  }
+  r.own.resize(size);
+  r.bytes = r.own.data();
+  return r;
+}
+
+namespace {
+// Lets go of a kept result (its place, or its vector).
+void drop(async_engine::impl& m, const big_result& r) noexcept {
+  if (r.offset != ~uint64_t{0}) m.landing.give_back(r.offset, r.size);
+}
+}  // namespace
+
+void send_big_answer(const answer_to& to, uint64_t op, big_result&& result) noexcept {
+  if (!current_engine) return;
   auto& m = current_engine->internals();
   const uint32_t caller = to.token ? to.token->source().rank : static_cast<uint32_t>(to.rank);
   uint32_t w[2];
-  put_id(w, result.size());
-  if (known_dead(caller)) return;  // it will never fetch it
+  put_id(w, result.size);
+  if (op == 0 || known_dead(caller)) {  // nobody will fetch it
+    drop(m, result);
+    return;
+  }
   try {
     m.results[{caller, op}] = {std::move(result), 0};
   } catch (...) {
+    drop(m, result);
     send_answer(to, op, outcome::too_big, nullptr, 0, std::as_bytes(std::span("no memory to keep the result", 28)));
     return;
   }
@@ -226,11 +299,44 @@ void forget_failed() noexcept {
   if (!current_engine) return;
   auto& m = current_engine->internals();
   auto failed = [](const auto& e) { return known_dead(e.first.first); };
-  std::erase_if(m.results, failed);
+  std::erase_if(m.results, [&](const auto& e) {
+    if (!failed(e)) return false;
+    drop(m, e.second.r);
+    return true;
+  });
   std::erase_if(m.arguments, failed);
+  // Places for the messages of a rank that failed: none will land now.
+  auto give_back = [&](const auto& e) {
+    if (!known_dead(e.second.rank)) return false;
+    m.landing.give_back(e.second.offset, e.second.bytes);
+    return true;
+  };
+  std::erase_if(m.reserved, give_back);
+  std::erase_if(m.fetching, give_back);
+  std::erase_if(m.waiting, [](const auto& e) { return known_dead(static_cast<uint32_t>(e.second.rank)); });
   // (A fetch from a rank that failed ended its operation; so did a wait that gave up.)
   std::erase_if(m.incoming, [](const auto& e) { return find_operation(e.first) == nullptr; });
 }
+
+namespace {
+// A call's arguments in pieces: medium requests to the piece handler,
+// [the call's 5 words, sequence (2), total (2), offset (2)].
+status send_pieces(async_engine::impl& m, int rank, const uint32_t* words, std::span<const std::byte> payload,
+                   uint64_t seq) noexcept {
+  uint32_t w[call_words + 6];
+  std::copy(words, words + call_words, w);
+  put_id(w + call_words, seq);
+  put_id(w + call_words + 2, payload.size());
+  const size_t piece = max_medium();
+  for (size_t at = 0; at < payload.size(); at += piece) {
+    put_id(w + call_words + 4, at);
+    const status s = m.ep.send_raw(rank, message_kind::medium, m.piece, w, call_words + 6, payload.data() + at,
+                                   std::min(piece, payload.size() - at), 0, false);
+    if (s != status::ok) return s;
+  }
+  return status::ok;
+}
+}  // namespace
 
 void send_call(int rank, uint64_t op, const uint32_t* words, unsigned nwords, std::span<const std::byte> payload,
                size_t payload_bytes, const char* name) {
@@ -265,25 +371,44 @@ void send_call(int rank, uint64_t op, const uint32_t* words, unsigned nwords, st
     return;
   }
   if (payload.size() > max_medium()) {
-    // In pieces: [the call's 5 words, sequence (2), total (2), offset (2)].
-    uint32_t w[call_words + 6];
-    std::copy(words, words + call_words, w);
-    put_id(w + call_words, ++m.sequence);
-    put_id(w + call_words + 2, payload.size());
-    const size_t piece = max_medium();
-    for (size_t at = 0; at < payload.size(); at += piece) {
-      put_id(w + call_words + 4, at);
-      const status s = m.ep.send_raw(rank, message_kind::medium, m.piece, w, call_words + 6, payload.data() + at,
-                                     std::min(piece, payload.size() - at), 0, false);
-      if (s != status::ok) {
+    const uint64_t seq = ++m.sequence;
+    if (payload.size() > m.landing.size()) {
+      if (const status s = send_pieces(m, rank, words, payload, seq); s != status::ok)
         refuse(s, std::string("a piece of the call could not be sent: ") + to_string(s));
-        break;
-      }
+      // Give it back, unless these bytes were another call's (queued by a
+      // handler) sent from a poll inside the send of the call that owns it.
+      if (payload.data() == call_bytes.data() && call_bytes.size() > (size_t{4} << 20))
+        std::vector<std::byte>().swap(call_bytes);
+      return;
     }
-    // Give it back, unless these bytes were another call's (queued by a
-    // handler) sent from a poll inside the send of the call that owns it.
-    if (payload.data() == call_bytes.data() && call_bytes.size() > (size_t{4} << 20))
-      std::vector<std::byte>().swap(call_bytes);
+    // Whole, by a long message into a place the callee gives: the bytes
+    // wait here until it answers (the scratch buffer's own, taken over).
+    try {
+      async_engine::impl::big_call& c = m.waiting[seq];
+      c.rank = rank;
+      c.op = op;
+      std::copy(words, words + call_words, c.words);
+      c.name = name;
+      if (payload.data() == call_bytes.data()) {
+        c.payload.swap(call_bytes);
+        c.payload.resize(payload.size());
+      } else {
+        c.payload.assign(payload.begin(), payload.end());
+      }
+    } catch (const std::bad_alloc&) {
+      m.waiting.erase(seq);
+      refuse(status::resource, "no memory to keep the arguments until the callee has room for them");
+      return;
+    }
+    uint32_t w[call_words + 4];
+    std::copy(words, words + call_words, w);
+    put_id(w + call_words, seq);
+    put_id(w + call_words + 2, payload.size());
+    const status s = m.ep.send_raw(rank, message_kind::short_message, m.reserve, w, call_words + 4, nullptr, 0, 0, false);
+    if (s != status::ok) {
+      m.waiting.erase(seq);
+      refuse(s, std::string("the call could not be sent: ") + to_string(s));
+    }
     return;
   }
   const status s = m.ep.send_raw(rank, payload.empty() ? message_kind::short_message : message_kind::medium, m.call,
@@ -361,7 +486,112 @@ void on_piece(void* ctx, token_base& t, const uint32_t* args, unsigned nargs, st
   if (a.got < total) return;
   std::vector<std::byte> whole = std::move(a.bytes);
   m.arguments.erase(it);
+  ++m.pieced_calls;
   dispatch(m, t, args, call_words, whole);  // answers this, the last piece
+}
+
+// The offset of "no place": the arguments come in pieces.
+constexpr uint64_t no_place = ~uint64_t{0};
+
+// A caller asks for a place for its big arguments: [the call's 5 words,
+// sequence (2), bytes (2)]. The answer is the place, or no_place.
+void on_reserve(void* ctx, token_base& t, const uint32_t* args, unsigned nargs, std::byte*, size_t) {
+  auto& m = *static_cast<async_engine::impl*>(ctx);
+  if (nargs < call_words + 4) return;
+  const uint32_t caller = t.source().rank;
+  const uint64_t seq = get_id(args + call_words), bytes = get_id(args + call_words + 2);
+  uint64_t offset = no_place;
+  const std::pair<uint32_t, uint64_t> key{caller, seq};
+  if (bytes > max_medium() && !m.reserved.contains(key) && !known_dead(caller)) {
+    if (const auto at = m.landing.take(bytes)) {
+      try {
+        m.reserved.emplace(key, async_engine::impl::place{*at, bytes, caller});
+        offset = *at;
+      } catch (const std::bad_alloc&) {
+        m.landing.give_back(*at, bytes);
+      }
+    }
+  }
+  uint32_t w[4];
+  put_id(w, seq);
+  put_id(w + 2, offset);
+  (void)t.reply_raw(message_kind::short_message, m.granted, w, 4, nullptr, 0, 0);
+}
+
+// Sends a big call's arguments once the callee has answered: into its
+// place, or in pieces (from the end of the poll: handlers may only reply).
+struct big_sender final : continuation {
+  async_engine::impl* m = nullptr;
+  uint64_t seq = 0, offset = 0;
+  async_engine::impl::big_call call;
+  void run() override {
+    status s;
+    if (offset == no_place) {
+      s = send_pieces(*m, call.rank, call.words, call.payload, seq);
+    } else {
+      uint32_t w[call_words + 2];
+      std::copy(call.words, call.words + call_words, w);
+      put_id(w + call_words, seq);
+      s = m->ep.send_raw(call.rank, message_kind::long_message, m->landed, w, call_words + 2, call.payload.data(),
+                         call.payload.size(), offset, false);
+    }
+    if (s != status::ok) {
+      const std::string why = std::string("the call's arguments could not be sent: ") + to_string(s);
+      if (call.op) fail_operation(call.op, why, s);
+      else core::log_warning("rpc_ff '%s' to rank %d: %s", call.name, call.rank, why.c_str());
+    }
+    // The scratch buffer the bytes came from, back for the next call (when
+    // no send uses it now: it is empty only after such a call took it over).
+    if (call_bytes.capacity() == 0 && call.payload.capacity() <= (size_t{4} << 20)) call_bytes.swap(call.payload);
+    delete this;
+  }
+};
+
+// The callee's answer to a reserve: [sequence (2), offset (2)].
+void on_granted(void* ctx, token_base&, const uint32_t* args, unsigned nargs, std::byte*, size_t) {
+  auto& m = *static_cast<async_engine::impl*>(ctx);
+  if (nargs < 4) return;
+  auto it = m.waiting.find(get_id(args));
+  if (it == m.waiting.end()) return;  // (its operation failed meanwhile)
+  auto* c = new (std::nothrow) big_sender;
+  if (!c) {
+    if (it->second.op) fail_operation(it->second.op, "no memory to send the arguments", status::resource);
+    m.waiting.erase(it);
+    return;
+  }
+  c->internal = true;  // it only sends: even from a rank that waits in a barrier
+  c->m = &m;
+  c->seq = it->first;
+  c->offset = get_id(args + 2);
+  c->call = std::move(it->second);
+  m.waiting.erase(it);
+  schedule(c);
+}
+
+// Big arguments, landed in the place given for them: [the call's 5 words,
+// sequence (2)]. The function reads them there; then the place is free.
+void on_landed(void* ctx, token_base& t, const uint32_t* args, unsigned nargs, std::byte* data, size_t length) {
+  auto& m = *static_cast<async_engine::impl*>(ctx);
+  if (nargs < call_words + 2) return;
+  const uint64_t op = get_id(args + 3);
+  auto it = m.reserved.find({t.source().rank, get_id(args + call_words)});
+  if (it == m.reserved.end()) {
+    if (op != 0) send_answer({&t, -1}, op, outcome::malformed, nullptr, 0, {});
+    return;
+  }
+  const async_engine::impl::place p = it->second;
+  m.reserved.erase(it);
+  struct give_back {
+    async_engine::impl& m;
+    async_engine::impl::place p;
+    ~give_back() { m.landing.give_back(p.offset, p.bytes); }
+  } later{m, p};
+  if (data != m.landing_base + p.offset || length != p.bytes) {  // not where, or not as long as, it said
+    if (op != 0) send_answer({&t, -1}, op, outcome::malformed, nullptr, 0, {});
+    return;
+  }
+  ++m.landed_calls;
+  dispatch(m, t, args, call_words, {data, length});
 }
 
 // A request for a piece of a big result kept here: [operation (2), offset (2), bytes (2)].
@@ -370,27 +600,80 @@ void on_fetch(void* ctx, token_base& t, const uint32_t* args, unsigned nargs, st
   if (nargs < 6) return;
   const uint64_t op = get_id(args), at = get_id(args + 2), bytes = get_id(args + 4);
   auto it = m.results.find({t.source().rank, op});
-  if (it == m.results.end() || at > it->second.bytes.size() || bytes > it->second.bytes.size() - at ||
+  if (it == m.results.end() || at > it->second.r.size || bytes > it->second.r.size - at ||
       bytes > max_medium()) {
     send_answer({&t, -1}, op, outcome::lost, nullptr, 0, {});
     return;
   }
   uint32_t w[2];
   put_id(w, at);
-  send_answer({&t, -1}, op, outcome::piece, w, 2, {it->second.bytes.data() + at, static_cast<size_t>(bytes)});
-  if ((it->second.got += bytes) >= it->second.bytes.size()) m.results.erase(it);  // all fetched
+  send_answer({&t, -1}, op, outcome::piece, w, 2, {it->second.r.bytes + at, static_cast<size_t>(bytes)});
+  if ((it->second.got += bytes) >= it->second.r.size) {  // all fetched
+    drop(m, it->second.r);
+    m.results.erase(it);
+  }
 }
 
-// Fetches a big result's pieces (sent from progress(), not from the handler
-// that heard of it: handlers may only reply).
+// A request for a whole big result kept here, into the caller's place at
+// `offset`: [operation (2), offset (2)]. It goes as one long reply.
+void on_fetch_whole(void* ctx, token_base& t, const uint32_t* args, unsigned nargs, std::byte*, size_t) {
+  auto& m = *static_cast<async_engine::impl*>(ctx);
+  if (nargs < 4) return;
+  const uint64_t op = get_id(args), offset = get_id(args + 2);
+  auto it = m.results.find({t.source().rank, op});
+  if (it == m.results.end() || it->second.got != 0) {
+    send_answer({&t, -1}, op, outcome::lost, nullptr, 0, {});
+    return;
+  }
+  uint32_t w[2];
+  put_id(w, op);
+  const status s = t.reply_raw(message_kind::long_message, m.whole, w, 2, it->second.r.bytes, it->second.r.size, offset);
+  drop(m, it->second.r);
+  m.results.erase(it);
+  if (s != status::ok) send_answer({&t, -1}, op, outcome::lost, nullptr, 0, {});  // (a place outside its segment)
+}
+
+// A whole big result, landed in our place: [operation (2)].
+void on_whole(void* ctx, token_base& t, const uint32_t* args, unsigned nargs, std::byte* data, size_t length) {
+  auto& m = *static_cast<async_engine::impl*>(ctx);
+  if (nargs < 2) return;
+  const uint64_t op = get_id(args);
+  auto it = m.fetching.find(op);
+  if (it == m.fetching.end() || it->second.rank != t.source().rank) return;
+  const async_engine::impl::place p = it->second;
+  m.fetching.erase(it);
+  if (data == m.landing_base + p.offset && length == p.bytes) {
+    ++m.landed_results;
+    answer(op, nullptr, 0, {data, length});
+  } else {
+    fail_operation(op, "rank " + std::to_string(p.rank) + " sent a result of the wrong size or place", status::bad_arg);
+  }
+  m.landing.give_back(p.offset, p.bytes);
+}
+
+// Fetches a big result: whole into a place of ours, or in pieces (sent from
+// progress(), not from the handler that heard of it: handlers may only reply).
 struct fetcher final : continuation {
   async_engine::impl* m;
   uint64_t op;
   int rank;
   uint64_t total;
+  uint64_t offset;  // of our place; no_place: in pieces
   void run() override {
     uint32_t w[6];
     put_id(w, op);
+    if (offset != no_place) {
+      put_id(w + 2, offset);
+      const status s = m->ep.send_raw(rank, message_kind::short_message, m->fetch_whole, w, 4, nullptr, 0, 0, false);
+      if (s != status::ok) {
+        m->fetching.erase(op);
+        m->landing.give_back(offset, total);
+        fail_operation(op, std::string("fetching the result failed: ") + to_string(s), s);
+      }
+      this->~fetcher();
+      pool_free(this, sizeof(fetcher));
+      return;
+    }
     const size_t piece = max_medium();
     for (uint64_t at = 0; at < total; at += piece) {
       put_id(w + 2, at);
@@ -443,9 +726,17 @@ void on_answer(void*, token_base& t, const uint32_t* args, unsigned nargs, std::
         auto& m = async_engine::current().internals();
         const uint64_t total = get_id(args + answer_words);
         if (total > max_medium() && total <= max_rpc_bytes) {
+          // Whole into a place of ours when one is free, else in pieces.
+          uint64_t offset = no_place;
           try {
-            m.incoming[op] = {std::vector<std::byte>(total), 0};
+            if (const auto at = m.landing.take(total)) {
+              offset = *at;
+              m.fetching[op] = {offset, total, t.source().rank};
+            } else {
+              m.incoming[op] = {std::vector<std::byte>(total), 0};
+            }
           } catch (const std::bad_alloc&) {
+            if (offset != no_place) m.landing.give_back(offset, total);
             fail_operation(op, "no memory for a result of " + std::to_string(total) + " bytes", status::resource);
             return;
           }
@@ -455,6 +746,7 @@ void on_answer(void*, token_base& t, const uint32_t* args, unsigned nargs, std::
           f->op = op;
           f->rank = static_cast<int>(t.source().rank);
           f->total = total;
+          f->offset = offset;
           schedule(f);
           return;
         }
@@ -470,6 +762,7 @@ void on_answer(void*, token_base& t, const uint32_t* args, unsigned nargs, std::
           if ((it->second.got += length) >= it->second.bytes.size()) {
             std::vector<std::byte> whole = std::move(it->second.bytes);
             m.incoming.erase(it);
+            ++m.pieced_results;
             answer(op, nullptr, 0, whole);
           }
           return;
@@ -501,16 +794,38 @@ async_engine::async_engine(runtime& rt) : impl_(new impl(rt)) {
   m.piece = m.ep.set_raw_handler(-1, &on_piece, &m, detail::role::request, -1, -1);
   m.fetch = m.ep.set_raw_handler(-1, &on_fetch, &m, detail::role::request, -1, -1);
   m.late = m.ep.set_raw_handler(-1, &on_answer, &m, detail::role::request, -1, -1);
+  m.reserve = m.ep.set_raw_handler(-1, &on_reserve, &m, detail::role::request, -1, -1);
+  m.granted = m.ep.set_raw_handler(-1, &on_granted, &m, detail::role::reply, -1, -1);
+  m.landed = m.ep.set_raw_handler(-1, &on_landed, &m, detail::role::request, -1, -1);
+  m.fetch_whole = m.ep.set_raw_handler(-1, &on_fetch_whole, &m, detail::role::request, -1, -1);
+  m.whole = m.ep.set_raw_handler(-1, &on_whole, &m, detail::role::reply, -1, -1);
+  if (const size_t landing = core::settings().rpc_landing) {
+    try {
+      m.landing_base = m.ep.allocate_segment(landing).data();
+      m.landing.reset(landing);
+    } catch (const error& e) {  // (a region full of other segments): big ones go in pieces
+      core::log_warning("rpc: no landing area of %zu bytes (CLUMP_RPC_LANDING): %s; big arguments and results go in "
+                        "pieces",
+                        landing, e.what());
+    }
+  }
   // A call or answer that came back: its destination failed.
   m.ep.on_returned([&m](const returned_message& r) {
-    if (r.handler == m.fetch && r.args.size() >= 2) {
+    if ((r.handler == m.fetch || r.handler == m.fetch_whole) && r.args.size() >= 2) {
       const uint64_t op = get_id(r.args.data());
       m.incoming.erase(op);
+      if (auto it = m.fetching.find(op); it != m.fetching.end()) {  // (nothing landed: it came back)
+        m.landing.give_back(it->second.offset, it->second.bytes);
+        m.fetching.erase(it);
+      }
       fail_operation(op, "fetching the result from rank " + std::to_string(r.destination.rank) +
                              " came back: " + to_string(r.reason));
       return;
     }
-    if ((r.handler != m.call && r.handler != m.piece) || r.args.size() < call_words) return;
+    if ((r.handler != m.call && r.handler != m.piece && r.handler != m.reserve && r.handler != m.landed) ||
+        r.args.size() < call_words)
+      return;
+    if (r.handler == m.reserve && r.args.size() >= call_words + 2) m.waiting.erase(get_id(r.args.data() + call_words));
     const uint64_t op = get_id(r.args.data() + 3);
     if (op == 0) {
       core::log_warning("rpc_ff to rank %u came back: %s", r.destination.rank, to_string(r.reason));
@@ -542,6 +857,12 @@ async_engine::~async_engine() {
     impl_->rt.barrier();  // nobody calls into an engine that is gone
   } catch (...) {
   }
+  const impl& m = *impl_;
+  if (m.landed_calls + m.pieced_calls + m.landed_results + m.pieced_results)
+    core::log_info("rpc: big arguments that arrived here: %llu whole into the landing area, %llu in pieces; big results: "
+                   "%llu whole, %llu in pieces",
+                   static_cast<unsigned long long>(m.landed_calls), static_cast<unsigned long long>(m.pieced_calls),
+                   static_cast<unsigned long long>(m.landed_results), static_cast<unsigned long long>(m.pieced_results));
   current_engine = nullptr;
   async_detail::drop_bundle(&impl_->rt.bundle());
   delete impl_;
@@ -557,9 +878,12 @@ runtime& async_engine::owner() const noexcept { return impl_->rt; }
 
 size_t async_engine::kept_bytes() const noexcept {
   size_t n = 0;
-  for (const auto* kept : {&impl_->results, &impl_->arguments})
-    for (const auto& [key, a] : *kept) n += a.bytes.size();
+  for (const auto& [key, a] : impl_->arguments) n += a.bytes.size();
+  for (const auto& [key, k] : impl_->results) n += k.r.size;
   for (const auto& [op, a] : impl_->incoming) n += a.bytes.size();
+  for (const auto& [seq, c] : impl_->waiting) n += c.payload.size();
+  for (const auto* places : {&impl_->reserved}) for (const auto& [key, p] : *places) n += p.bytes;
+  for (const auto& [op, p] : impl_->fetching) n += p.bytes;
   return n;
 }
 

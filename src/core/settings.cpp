@@ -45,6 +45,11 @@ const setting_def registry[] = {
     {"CLUMP_GAS_SEGMENT", setting_type::size, "64M",
      "each process's share of the gas global address space (clump/gas.hpp), in shared memory (used only where touched)",
      false},
+    {"CLUMP_RPC_LANDING", setting_type::size, "64M",
+     "bytes of each process's rpc engine segment where big rpc arguments and results land, each by one long message "
+     "(used only where touched; by default at most a sixteenth of CLUMP_SHM_REGION_SIZE); what does not fit travels in "
+     "pieces of CLUMP_MAX_MEDIUM; 0: always in pieces",
+     false},
     {"CLUMP_SEGMENT_SIZE", setting_type::size, "64M",
      "size of the segment of the endpoint that clump::runtime and AMX_SPMDStartup create (memory is used only where touched)",
      false},
@@ -294,6 +299,11 @@ config parse() {
   c.shm_region_size = size("CLUMP_SHM_REGION_SIZE", 16 * mib, 64 * tib);
   c.segment_size = size("CLUMP_SEGMENT_SIZE", 0, c.shm_region_size);
   c.gas_segment = size("CLUMP_GAS_SEGMENT", 0, c.shm_region_size);
+  // The landing area's default yields to a small region (a sixteenth of it,
+  // leaving the rest to the segments a program asks for); a size given is
+  // checked against the whole region.
+  c.rpc_landing = given("CLUMP_RPC_LANDING") ? size("CLUMP_RPC_LANDING", 0, c.shm_region_size)
+                                              : std::min(size("CLUMP_RPC_LANDING", 0, SIZE_MAX), c.shm_region_size / 16);
   c.max_endpoints = static_cast<uint32_t>(integer("CLUMP_MAX_ENDPOINTS", 1, 255));
   c.poll_batch = static_cast<uint32_t>(integer("CLUMP_POLL_BATCH", 1, 1 << 20));
   c.spin_before_sleep_us = static_cast<uint32_t>(integer("CLUMP_SPIN_BEFORE_SLEEP_US", 0, 10'000'000));

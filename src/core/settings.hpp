@@ -36,6 +36,7 @@ struct config {
   uint32_t net_window;           // packets in flight per peer and channel
   uint32_t net_send_sockets;     // peers reached through a connected socket each, at most
   size_t gas_segment;            // bytes of global memory per process (gas)
+  size_t rpc_landing;            // bytes of the rpc engine's landing area (async)
   size_t net_lend;               // blocking long payloads of this size and more are lent to the network, not copied; 0: never
   uint32_t net_timeout_ms;       // retry budget before a peer is declared unreachable; 0: never
   uint32_t net_ack_delay_us;     // an explicit acknowledgement waits at most this long

@@ -55,8 +55,25 @@ const auto total = clump::rpc_function("total", [](std::span<const int64_t> v) {
 const auto reversed = clump::rpc_function("reversed", [](std::vector<uint16_t> v) {
   return std::vector<uint16_t>(v.rbegin(), v.rend());
 });
-const auto count_bytes = clump::rpc_function("count_bytes", [](std::span<const std::byte> b) { return b.size(); });
-const auto make_bytes = clump::rpc_function("make_bytes", [](uint64_t n) { return std::vector<char>(n, 'x'); });
+// Big arguments and results carry a pattern that depends on their size:
+// every byte is checked where they arrive (in the landing area or put
+// together from pieces), so that bytes of another call, or of a place given
+// out twice, are seen.
+char pattern(size_t i, size_t n) { return static_cast<char>((i * 7 + n) & 0xff); }
+bool is_pattern(const char* b, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (b[i] != pattern(i, n)) return false;
+  return true;
+}
+// The size when every byte is right, else ~0.
+const auto count_bytes = clump::rpc_function("count_bytes", [](std::span<const std::byte> b) {
+  return is_pattern(reinterpret_cast<const char*>(b.data()), b.size()) ? b.size() : ~size_t{0};
+});
+const auto make_bytes = clump::rpc_function("make_bytes", [](uint64_t n) {
+  std::vector<char> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = pattern(i, n);
+  return v;
+});
 const auto sixty = clump::rpc_function("sixty", [](int64_t a, int64_t b, int64_t c, int64_t d, int64_t e, int64_t f,
                                                    int64_t g, int32_t h) { return a + b + c + d + e + f + g + h; });
 const auto sixty_four = clump::rpc_function("sixty_four", [](int64_t a, int64_t b, int64_t c, int64_t d, int64_t e,
@@ -299,10 +316,33 @@ int scenario_rpc(clump::runtime& rt) {
     const size_t most = clump::max_medium() - 8;  // the count takes 8 bytes
     for (size_t bytes : {most, most + 1, 3 * clump::max_medium() + 5, size_t{5} << 20}) {
       std::vector<std::byte> big(bytes);
-      for (size_t i = 0; i < bytes; ++i) big[i] = static_cast<std::byte>((i * 7 + bytes) & 0xff);
+      for (size_t i = 0; i < bytes; ++i) big[i] = static_cast<std::byte>(pattern(i, bytes));
       CHECK(clump::rpc(r, count_bytes, big).wait() == bytes, "%zu bytes of arguments to %d", bytes, r);
       const std::vector<char> got = clump::rpc(r, make_bytes, uint64_t{bytes}).wait();
-      CHECK(got.size() == bytes && got.front() == 'x' && got.back() == 'x', "%zu bytes of result from %d", bytes, r);
+      CHECK(got.size() == bytes && is_pattern(got.data(), bytes), "%zu bytes of result from %d", bytes, r);
+    }
+    // Many big ones in flight at once, of many sizes, both ways: more than
+    // a small landing area holds, so that some go in pieces beside them.
+    {
+      std::vector<std::vector<std::byte>> args;
+      std::vector<clump::future<size_t>> counted;
+      std::vector<clump::future<std::vector<char>>> made;
+      for (size_t k = 0; k < 12; ++k) {
+        const size_t bytes = clump::max_medium() + 1 + k * 50001;
+        args.emplace_back(bytes);
+        for (size_t i = 0; i < bytes; ++i) args.back()[i] = static_cast<std::byte>(pattern(i, bytes));
+      }
+      for (size_t k = 0; k < 12; ++k) {
+        counted.push_back(clump::rpc(r, count_bytes, args[k]));
+        made.push_back(clump::rpc(r, make_bytes, uint64_t{args[k].size()}));
+      }
+      const std::vector<size_t> sizes = clump::when_all(std::move(counted)).wait();
+      const std::vector<std::vector<char>> results = clump::when_all(std::move(made)).wait();
+      for (size_t k = 0; k < 12; ++k) {
+        CHECK(sizes[k] == args[k].size(), "%zu bytes of arguments to %d, 12 at once: %zu", args[k].size(), r, sizes[k]);
+        CHECK(results[k].size() == args[k].size() && is_pattern(results[k].data(), results[k].size()),
+              "%zu bytes of result from %d, 12 at once", args[k].size(), r);
+      }
     }
     std::vector<uint16_t> wide(300000);
     for (size_t i = 0; i < wide.size(); ++i) wide[i] = static_cast<uint16_t>(i * 13);
@@ -324,7 +364,7 @@ int scenario_rpc(clump::runtime& rt) {
     CHECK(clump::rpc(r, forward, to, 41).wait() == 42, "forward through %d to %d", r, to);
     for (uint64_t bytes : {uint64_t{100}, uint64_t{3 * clump::max_medium() + 5}}) {
       const std::vector<char> got = clump::rpc(r, forward_big, to, bytes).wait();
-      CHECK(got.size() == bytes && got.front() == 'x' && got.back() == 'x', "%llu bytes forwarded through %d",
+      CHECK(got.size() == bytes && is_pattern(got.data(), got.size()), "%llu bytes forwarded through %d",
             static_cast<unsigned long long>(bytes), r);
     }
     e = error_of(clump::rpc(r, forward_throw, to, -3));

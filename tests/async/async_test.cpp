@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -91,6 +92,58 @@ TEST(async_deferred, late_answers_sent_inside_a_big_calls_send_leave_its_bytes_a
     ASSERT_EQ(r.exit_code, 0) << "run " << i << "\n" << r.output;
     ASSERT_EQ(passes(r, "rpc"), 3) << "run " << i << "\n" << r.output;
   }
+}
+
+// Big arguments and results land whole in the receiver's landing area
+// while it has room, and go in pieces when it has not: the rpc scenario
+// (every byte checked) with the default area, one too small for some, and
+// none; each rank says how its big messages arrived (CLUMP_VERBOSE=1).
+TEST(async_big, arguments_and_results_land_whole_while_there_is_room_and_in_pieces_beyond) {
+  struct counts {
+    long calls_whole = 0, calls_pieces = 0, results_whole = 0, results_pieces = 0;
+  };
+  auto run_with = [](const std::string& landing, std::vector<std::string> launcher, std::vector<std::string> env) {
+    env.push_back("CLUMP_VERBOSE=1");
+    if (!landing.empty()) env.push_back("CLUMP_RPC_LANDING=" + landing);
+    cmd_result r = job(3, "rpc", env, launcher);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(passes(r, "rpc"), 3) << r.output;
+    counts c;
+    int lines = 0;
+    const std::string said = "big arguments that arrived here: ";
+    for (size_t at = r.output.find(said); at != std::string::npos; at = r.output.find(said, at + 1)) {
+      long a = 0, b = 0, x = 0, y = 0;
+      if (std::sscanf(r.output.c_str() + at + said.size(),
+                      "%ld whole into the landing area, %ld in pieces; big results: %ld whole, %ld in pieces", &a, &b,
+                      &x, &y) == 4) {
+        ++lines;
+        c.calls_whole += a, c.calls_pieces += b, c.results_whole += x, c.results_pieces += y;
+      }
+    }
+    EXPECT_EQ(lines, 3) << r.output;
+    return c;
+  };
+  const counts roomy = run_with("", {"-N", "2"}, {});
+  EXPECT_GT(roomy.calls_whole, 0);
+  EXPECT_EQ(roomy.calls_pieces, 0);
+  EXPECT_GT(roomy.results_whole, 0);
+  EXPECT_EQ(roomy.results_pieces, 0);
+  const counts small = run_with("1M", {"-N", "2"}, {});
+  EXPECT_GT(small.calls_whole, 0);
+  EXPECT_GT(small.calls_pieces, 0);
+  EXPECT_GT(small.results_whole, 0);
+  EXPECT_GT(small.results_pieces, 0);
+  const counts none = run_with("0", {}, {"CLUMP_PROTOCOL=net"});
+  EXPECT_EQ(none.calls_whole, 0);
+  EXPECT_GT(none.calls_pieces, 0);
+  EXPECT_EQ(none.results_whole, 0);
+  EXPECT_GT(none.results_pieces, 0);
+  // Every big message of the job arrived one way or the other, the same
+  // number of them whatever the room.
+  EXPECT_EQ(roomy.calls_whole, small.calls_whole + small.calls_pieces);
+  EXPECT_EQ(roomy.calls_whole, none.calls_pieces);
+  EXPECT_EQ(roomy.results_whole, small.results_whole + small.results_pieces);
+  EXPECT_EQ(roomy.results_whole, none.results_pieces);
 }
 
 TEST(async_dead, calls_to_an_exited_rank_of_the_node_fail_naming_it_without_hanging) {
