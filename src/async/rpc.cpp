@@ -464,6 +464,10 @@ void on_piece(void* ctx, token_base& t, const uint32_t* args, unsigned nargs, st
   const std::pair<uint32_t, uint64_t> key{t.source().rank, get_id(args + call_words)};
   auto it = m.arguments.find(key);
   if (it == m.arguments.end()) {
+    // Pieces from a rank known to have failed (sent before it died, read
+    // after): nothing starts for it, or they would be kept for ever (what
+    // was kept for it went when its failure became known).
+    if (known_dead(key.first)) return;
     if (total > max_rpc_bytes || total <= max_medium()) {
       if (op != 0) send_answer({&t, -1}, op, outcome::malformed, nullptr, 0, {});
       return;
