@@ -2,7 +2,7 @@
 // active messages and gas operations they are built on, measured in the same
 // run; and a distributed hash table's inserts per second.
 //
-//   clumprun -n 2 --bind core ./async [--reps R] [--json FILE]            # round trips, rank 0 to rank 1
+//   clumprun -n 2 --bind core ./async [--reps R] [--only ID,..] [--json FILE]  # round trips, rank 0 to rank 1
 //   clumprun -n 4 -N 2 --bind core ./async --dht [--keys K] [--json FILE]  # the hash table, every rank
 //
 // Round trips (rank 0 to --peer, one at a time; the median of R timed loops):
@@ -18,7 +18,13 @@
 //   rpc args rpc(peer, f, a span of 1 MiB), f answering its size;
 //   get long a get of 1 MiB from the peer's segment into ours (AM_GetXfer):
 //            what a big result costs at best;
+//   get kept the same get, its handler copying the bytes into a new vector:
+//            what a program that keeps the bytes pays (the rpc's caller gets
+//            a vector). On this machine the copy out slows the peer's next
+//            copy in several times: its lines are then in the other core's
+//            cache;
 //   rpc res  rpc(peer, f, n) returning a vector of n = 1 MiB bytes.
+// --only runs the named measures (ids as printed); each needs the one it is compared to named too.
 // The hash table (--dht): every rank inserts K keys (uint64 -> uint64) into
 // an open-addressing table spread over the ranks by the key's hash, each an
 // rpc to its owner with up to --window calls in flight (a vector of futures
@@ -43,7 +49,7 @@ namespace gas = clump::gas;
 namespace {
 
 constexpr const char* usage =
-    "usage: clumprun -n 2 async [--peer R] [--reps R] [--json FILE]\n"
+    "usage: clumprun -n 2 async [--peer R] [--reps R] [--only ID[,ID...]] [--json FILE]\n"
     "       clumprun -n P async --dht|--dht-gas [--keys K] [--window W] [--reps R] [--json FILE]\n";
 
 struct options {
@@ -54,6 +60,7 @@ struct options {
   long keys = 100000;
   long window = 1000;
   std::string json = "bench-async.json";
+  std::string only;  // --only: these measures (and those they are compared to), comma-separated
   bool help = false;
 };
 
@@ -87,6 +94,9 @@ bool parse(int argc, char** argv, options& o, std::string& err) {
       if (!value(1, 100'000'000, o.keys)) return false;
     } else if (a == "--window") {
       if (!value(1, 1'000'000, o.window)) return false;
+    } else if (a == "--only") {
+      if (i + 1 >= argc) return err = "--only needs measure ids", false;
+      o.only = argv[++i];
     } else if (a == "--json") {
       if (i + 1 >= argc) return err = "--json needs a file", false;
       o.json = argv[++i];
@@ -220,6 +230,11 @@ int round_trips(clump::runtime& rt, const options& o) {
   auto long_ack = ep.on_reply([&](clump::token&) { answered = true; });
   auto long_ping = ep.on_request([&](clump::token& t, std::span<const std::byte>) { (void)t.reply(long_ack); });
   auto got_long = ep.on_reply([&](clump::token&, std::span<const std::byte>) { answered = true; });
+  std::vector<std::byte> kept;  // what get_1m_kept's handler copies out, as an rpc's result is
+  auto got_long_kept = ep.on_reply([&](clump::token&, std::span<const std::byte> d) {
+    kept.assign(d.begin(), d.end());
+    answered = true;
+  });
   bool stop = false;
   auto done = ep.on_request([&](clump::token&) { stop = true; });
   rt.barrier();
@@ -289,14 +304,36 @@ int round_trips(clump::runtime& rt, const options& o) {
                     while (!answered) b.poll();
                   }
                 }, "get_1m", {}});
+  ms.push_back({"get_1m_kept", "the same get, its handler copying the bytes into a vector (as an rpc's result is)",
+                [&](long n) {
+                  for (long i = 0; i < n; ++i) {
+                    answered = false;
+                    if (ep.get(peer, got_long_kept, 0, 0, big_bytes) != clump::status::ok) std::exit(1);
+                    while (!answered) b.poll();
+                    if (kept.size() != big_bytes) std::exit(1);
+                    std::vector<std::byte>().swap(kept);
+                  }
+                }, "get_1m", {}});
   ms.push_back({"rpc_result_1m", "rpc(peer, make_bytes, 1 MiB).wait(), a vector of 1 MiB", [&](long n) {
                   for (long i = 0; i < n; ++i)
                     if (clump::rpc(peer, make_bytes, uint64_t{big_bytes}).wait().size() != big_bytes) std::exit(1);
-                }, "get_1m", {}});
-  time_all(ms, o.reps);
+                }, "get_1m_kept", {}});
+  bool bad_only = false;  // an --only that names nothing, or a measure without its reference
+  if (!o.only.empty()) {
+    const std::string ids = "," + o.only + ",";
+    auto named = [&](const char* id) { return ids.find("," + std::string(id) + ",") != std::string::npos; };
+    for (const auto& m : ms)
+      if (named(m.id) && !named(m.against))
+        bad_only = true, std::fprintf(stderr, "async: --only %s needs %s too (its ratio is taken to it)\n", m.id, m.against);
+    if (std::none_of(ms.begin(), ms.end(), [&](const measure& m) { return named(m.id); }))
+      bad_only = true, std::fprintf(stderr, "async: --only %s names no measure\n", o.only.c_str());
+    std::erase_if(ms, [&](const measure& m) { return !named(m.id); });
+  }
+  if (!bad_only) time_all(ms, o.reps);
   for (int r = 1; r < rt.size(); ++r)
     if (ep.request(r, done) != clump::status::ok) std::exit(1);
   rt.barrier();
+  if (bad_only) return 2;
 
   bench::report rep;
   rep.machine = bench::machine_info();
@@ -317,7 +354,8 @@ int round_trips(clump::runtime& rt, const options& o) {
   }
   rep.legend =
       "ratio: rpc against the raw request and reply, the gets against gas::get with sync(), big rpc arguments\n"
-      "against a long request of as many bytes, big results against a get of as many bytes; same run\n";
+      "against a long request of as many bytes, a big result against a get of as many bytes copied into a vector\n"
+      "(get_1m_kept; the bare get: get_1m); same run\n";
   rep.print(stdout);
   return bench::write_json(rep.to_json(), o.json) ? 0 : 1;
 }
