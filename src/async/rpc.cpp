@@ -664,6 +664,11 @@ struct fetcher final : continuation {
   uint64_t total;
   uint64_t offset;  // of our place; no_place: in pieces
   void run() override {
+    send();
+    this->~fetcher();
+    pool_free(this, sizeof(fetcher));
+  }
+  void send() {
     uint32_t w[6];
     put_id(w, op);
     if (offset != no_place) {
@@ -674,8 +679,6 @@ struct fetcher final : continuation {
         m->landing.give_back(offset, total);
         fail_operation(op, std::string("fetching the result failed: ") + to_string(s), s);
       }
-      this->~fetcher();
-      pool_free(this, sizeof(fetcher));
       return;
     }
     const size_t piece = max_medium();
@@ -686,11 +689,9 @@ struct fetcher final : continuation {
       if (s != status::ok) {
         m->incoming.erase(op);
         fail_operation(op, std::string("fetching the result failed: ") + to_string(s), s);
-        break;
+        return;
       }
     }
-    this->~fetcher();
-    pool_free(this, sizeof(fetcher));
   }
 };
 
@@ -886,7 +887,7 @@ size_t async_engine::kept_bytes() const noexcept {
   for (const auto& [key, k] : impl_->results) n += k.r.size;
   for (const auto& [op, a] : impl_->incoming) n += a.bytes.size();
   for (const auto& [seq, c] : impl_->waiting) n += c.payload.size();
-  for (const auto* places : {&impl_->reserved}) for (const auto& [key, p] : *places) n += p.bytes;
+  for (const auto& [key, p] : impl_->reserved) n += p.bytes;
   for (const auto& [op, p] : impl_->fetching) n += p.bytes;
   return n;
 }
