@@ -544,13 +544,19 @@ int scenario_idle(clump::runtime& rt) {
     arrived = true;
   });
   rt.barrier();  // every rank has its handler
-  // A first message makes the connection where the network has them (a
-  // libfabric provider may take tens of ms): what is timed is the wake-up.
+  // A first message each way makes the connections where the network has
+  // them, and what a provider sets up at a process's first send: what is
+  // timed is the wake-up. (tcp;ofi_rxm zeroes 17 MB of send buffers at the
+  // first send; left to the wait, rank 1's first ack took 50-90 ms of its
+  // CPU there, 13% of the wait once in CI.)
   if (rt.rank() == 0) {
     CHECK(ep.request(1, wake, int64_t{0}) == clump::status::ok, "first send");
+    rt.wait_until([&] { return arrived.load(); });
+    arrived = false;
   } else if (rt.rank() == 1) {
     rt.wait_until([&] { return arrived.load(); });
     arrived = false;
+    CHECK(ep.request(0, wake, int64_t{0}) == clump::status::ok, "first send back");
   }
   rt.barrier();
   if (rt.rank() == 1) {
