@@ -60,7 +60,7 @@ struct options {
   long keys = 100000;
   long window = 1000;
   std::string json = "bench-async.json";
-  std::string only;  // --only: these measures (and those they are compared to), comma-separated
+  std::string only;  // --only: these measures, comma-separated (each with the one it is compared to)
   bool help = false;
 };
 
