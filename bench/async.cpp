@@ -95,7 +95,7 @@ bool parse(int argc, char** argv, options& o, std::string& err) {
     } else if (a == "--window") {
       if (!value(1, 1'000'000, o.window)) return false;
     } else if (a == "--only") {
-      if (i + 1 >= argc) return err = "--only needs measure ids", false;
+      if (i + 1 >= argc || !*argv[i + 1]) return err = "--only needs measure ids", false;
       o.only = argv[++i];
     } else if (a == "--json") {
       if (i + 1 >= argc) return err = "--json needs a file", false;
@@ -327,6 +327,13 @@ int round_trips(clump::runtime& rt, const options& o) {
         bad_only = true, std::fprintf(stderr, "async: --only %s needs %s too (its ratio is taken to it)\n", m.id, m.against);
     if (std::none_of(ms.begin(), ms.end(), [&](const measure& m) { return named(m.id); }))
       bad_only = true, std::fprintf(stderr, "async: --only %s names no measure\n", o.only.c_str());
+    for (size_t at = 0; at <= o.only.size();) {  // every id named must be a measure's
+      const size_t end = std::min(o.only.find(',', at), o.only.size());
+      const std::string id = o.only.substr(at, end - at);
+      if (!id.empty() && std::none_of(ms.begin(), ms.end(), [&](const measure& m) { return id == m.id; }))
+        bad_only = true, std::fprintf(stderr, "async: --only: there is no measure %s\n", id.c_str());
+      at = end + 1;
+    }
     std::erase_if(ms, [&](const measure& m) { return !named(m.id); });
   }
   if (!bad_only) time_all(ms, o.reps);

@@ -200,9 +200,11 @@ TEST_F(launcher, interrupting_clumprun_ends_the_ranks) {
 }
 
 TEST_F(launcher, timeout_ends_the_job_with_124) {
-  cmd_result r = run_cmd(job(2, {"hang"}, {"--timeout", "0.5"}), job_timeout);
+  // 1.5 s (a fraction of a second is accepted too): every rank must have
+  // started and said its pid before it ends (see the same test over ssh).
+  cmd_result r = run_cmd(job(2, {"hang"}, {"--timeout", "1.5"}), job_timeout);
   EXPECT_EQ(r.exit_code, 124) << r.output;
-  EXPECT_NE(r.output.find("--timeout 0.5"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--timeout 1.5"), std::string::npos) << r.output;
   expect_no_ranks_left(r.output, 2);
 }
 

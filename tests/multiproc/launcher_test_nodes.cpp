@@ -374,7 +374,9 @@ TEST_F(launcher_nodes, over_ssh_a_failing_rank_ends_the_job_with_its_exit_code) 
   expect_no_ranks_left(k.output, 3);
 
   // The head keeps the time (the agents do not end their ranks on their own).
-  cmd_result t = run_cmd(job(2, {"hang"}, with({"--hosts", "a,b", "--timeout", "0.5"}, over_ssh)), job_timeout, ssh.env());
+  // 3 s: every rank must have started (and said its pid) before it ends; under
+  // TSan on a loaded machine two ranks over ssh once took more than 0.5 s.
+  cmd_result t = run_cmd(job(2, {"hang"}, with({"--hosts", "a,b", "--timeout", "3"}, over_ssh)), job_timeout, ssh.env());
   EXPECT_EQ(t.exit_code, 124) << t.output;
   expect_no_ranks_left(t.output, 2);
 }
