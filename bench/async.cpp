@@ -318,22 +318,22 @@ int round_trips(clump::runtime& rt, const options& o) {
                   for (long i = 0; i < n; ++i)
                     if (clump::rpc(peer, make_bytes, uint64_t{big_bytes}).wait().size() != big_bytes) std::exit(1);
                 }, "get_1m_kept", {}});
-  bool bad_only = false;  // an --only that names nothing, or a measure without its reference
+  bool bad_only = false;  // an --only that names nothing, an unknown id, or a measure without its reference
   if (!o.only.empty()) {
-    const std::string ids = "," + o.only + ",";
-    auto named = [&](const char* id) { return ids.find("," + std::string(id) + ",") != std::string::npos; };
+    std::vector<std::string> ids;  // the list, split at commas
+    for (size_t at = 0; at <= o.only.size();) {
+      const size_t end = std::min(o.only.find(',', at), o.only.size());
+      if (end > at) ids.push_back(o.only.substr(at, end - at));
+      at = end + 1;
+    }
+    auto named = [&](const char* id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); };
+    for (const auto& id : ids)
+      if (std::none_of(ms.begin(), ms.end(), [&](const measure& m) { return id == m.id; }))
+        bad_only = true, std::fprintf(stderr, "async: --only: there is no measure %s\n", id.c_str());
     for (const auto& m : ms)
       if (named(m.id) && !named(m.against))
         bad_only = true, std::fprintf(stderr, "async: --only %s needs %s too (its ratio is taken to it)\n", m.id, m.against);
-    if (std::none_of(ms.begin(), ms.end(), [&](const measure& m) { return named(m.id); }))
-      bad_only = true, std::fprintf(stderr, "async: --only %s names no measure\n", o.only.c_str());
-    for (size_t at = 0; at <= o.only.size();) {  // every id named must be a measure's
-      const size_t end = std::min(o.only.find(',', at), o.only.size());
-      const std::string id = o.only.substr(at, end - at);
-      if (!id.empty() && std::none_of(ms.begin(), ms.end(), [&](const measure& m) { return id == m.id; }))
-        bad_only = true, std::fprintf(stderr, "async: --only: there is no measure %s\n", id.c_str());
-      at = end + 1;
-    }
+    if (ids.empty()) bad_only = true, std::fprintf(stderr, "async: --only %s names no measure\n", o.only.c_str());
     std::erase_if(ms, [&](const measure& m) { return !named(m.id); });
   }
   if (!bad_only) time_all(ms, o.reps);
