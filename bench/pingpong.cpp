@@ -163,6 +163,7 @@ void add_ratios(bench::report& rep, bool net) {
     const bench::row* stream = rep.find("udp_stream", pingpong::clump_net_mtu());
     for (bench::row& r : rep.rows) {
       if (r.id == "short" || (r.id == "medium_echo" && r.bytes == 8)) set(r, ping);
+      if (r.id == "medium_echo" && r.bytes > 8) set(r, rep.find("udp_echo", r.bytes));
       if (r.id == "long_stream" || r.id == "medium_stream") set(r, stream);
     }
     return;
@@ -417,10 +418,23 @@ void add_udp_figures(std::vector<figure>& figs, bench::udp_driver& u, const opti
     figs.back().totals = std::move(totals);
   }
   const size_t mtu = pingpong::clump_net_mtu();
+  // The limit of each medium echo above 8 bytes (8 bytes: the ping-pong's).
+  if (o.wants("medium_echo"))
+    for (size_t s : o.quick ? std::vector<size_t>{4u << 10, clump::max_medium()} : times8(clump::max_medium()))
+      if (s > 8)
+        figs.push_back(make(limits_section, "udp_echo", bench::bytes_text(s), s, "us", u.message_echo(s, mtu)));
   for (size_t s : o.quick ? std::vector<size_t>{mtu} : std::vector<size_t>{mtu, 1472}) {
     auto totals = std::make_shared<bench::stream_totals>();
     figs.push_back(make(limits_section, "udp_stream", bench::bytes_text(s), s, "GB/s", u.stream(s, totals),
                         s == 1472 ? "quoted: MTU-sized 0.8 GB/s" : "quoted: 65000 B datagrams 10.6 GB/s"));
+    figs.back().totals = std::move(totals);
+  }
+  // The limit of a long stream whose messages are a little larger than a
+  // datagram (two each), as 64 KiB ones are.
+  if (o.wants("long_stream")) {
+    auto totals = std::make_shared<bench::stream_totals>();
+    figs.push_back(make(limits_section, "udp_message_stream", "64 KiB", 64u << 10, "GB/s",
+                        u.stream(64u << 10, totals, mtu)));
     figs.back().totals = std::move(totals);
   }
 }

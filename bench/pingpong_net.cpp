@@ -162,18 +162,31 @@ void describe_net(bench::report& rep, path to_peer, const udp_partner& u, int ra
                       "udp_pingpong_mmsg: busy-polling with the calls clump's socket makes: sendmmsg of one "
                       "datagram with the peer's address (the unconnected path), recvmmsg of up to 32 datagrams of "
                       "64 KiB with MSG_DONTWAIT");
+  rep.notes.push_back(fmt::format(
+      "udp_echo: a message of the given size in datagrams of at most {} bytes (CLUMP_NET_MTU, a 32-byte head in "
+      "each), sent with one sendmmsg and echoed the same way once all of it has arrived, each side spinning on "
+      "recvmmsg (32 datagrams of 64 KiB, MSG_DONTWAIT); round trip / 2: the kernel's share of a medium echo of "
+      "that size, with no copy in user space",
+      pingpong::clump_net_mtu()));
   rep.notes.push_back("udp_stream: datagrams of the given size sent back to back with sendmmsg (batches of 16), no "
                       "flow control; rank 1 drains them with recvmmsg (MSG_DONTWAIT, batches of 16) and counts; a "
                       "flush datagram answered with the count ends each loop; the figure is the bytes that arrived "
                       "(what the full receive buffer dropped is in the JSON's extra)");
+  rep.notes.push_back(fmt::format(
+      "udp_message_stream: udp_stream's loop with messages of the given size, each cut into datagrams of at most {} "
+      "bytes (CLUMP_NET_MTU) with a 32-byte head each, as clump cuts a long message; the figure is the messages' "
+      "bytes that arrived",
+      pingpong::clump_net_mtu()));
   rep.notes.push_back("udp_rate_small: 8-byte datagrams sent back to back, one send() each, drained and counted as "
                       "udp_stream's; the figure is the datagrams that arrived, a second: the bound for a protocol "
                       "that sends a datagram per message");
   if (to_peer == path::network) {
-    rep.notes.push_back("over the network the ratios compare latencies with udp_pingpong_busy and bandwidths with "
-                        "udp_stream of clump's datagram size (CLUMP_NET_MTU)");
+    rep.notes.push_back("over the network the ratios compare latencies with udp_pingpong_busy (medium echoes above "
+                        "8 bytes with udp_echo of their size) and bandwidths with udp_stream of clump's datagram "
+                        "size (CLUMP_NET_MTU)");
     rep.legend =
-        "ratio: over the network, a latency's median / the raw UDP busy-poll ping-pong's (8 B) median, and a\n"
+        "ratio: over the network, a latency's median / the raw UDP busy-poll ping-pong's (8 B) median (a\n"
+        "       medium echo above 8 B: / the raw echo's of its size, udp_echo), and a\n"
         "       bandwidth's median / the raw UDP stream's median (datagrams of CLUMP_NET_MTU bytes).\n"
         "cut:   samples whose loop hit its deadline (4 x the sample length): the cores were busy; noisy.\n"
         "peers: figures quoted from the issue for scale (raw UDP, libfabric rxm/udp, GASNet-EX UDP, OpenMPI,\n"

@@ -172,9 +172,52 @@ socket_buffers udp_link::buffers() const noexcept {
   return b;
 }
 
+/// The lengths of the datagrams that carry a message of `bytes` when each
+/// datagram, its 32-byte head included, is at most `datagram` bytes long.
+std::vector<size_t> message_datagrams(uint64_t bytes, uint64_t datagram) {
+  const uint64_t room = datagram - sizeof(udp_control);
+  std::vector<size_t> lengths;
+  for (uint64_t done = 0; done < bytes; done += room)
+    lengths.push_back(sizeof(udp_control) + static_cast<size_t>(std::min(room, bytes - done)));
+  return lengths;
+}
+
+/// Sends the datagrams of a message on a connected socket, in as few
+/// sendmmsg calls as the socket takes, every one from `buf` (at least the
+/// largest datagram long) with `head` written at its start.
+void send_message(int fd, const udp_control& head, std::vector<std::byte>& buf) {
+  std::memcpy(buf.data(), &head, sizeof head);
+  const std::vector<size_t> lengths = message_datagrams(head.a, head.b);
+  std::vector<iovec> iov(lengths.size());
+  std::vector<mmsghdr> msgs(lengths.size());
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    iov[i] = {buf.data(), lengths[i]};
+    msgs[i] = {};
+    msgs[i].msg_hdr.msg_iov = &iov[i];
+    msgs[i].msg_hdr.msg_iovlen = 1;
+  }
+  for (size_t sent = 0; sent < msgs.size();) {
+    const int k = ::sendmmsg(fd, msgs.data() + sent, static_cast<unsigned>(msgs.size() - sent), 0);
+    if (k > 0)
+      sent += static_cast<size_t>(k);
+    else if (!nothing_yet(k) && errno != ENOBUFS)
+      fail("sendmmsg of a message: " + errno_text());
+  }
+}
+
+/// Whether datagram `i` of what `rx` holds belongs to message `seq` of `session`.
+bool of_message(const batch_receiver& rx, int i, uint64_t session, uint32_t seq) noexcept {
+  if (rx.length(i) < sizeof(udp_control)) return false;
+  udp_control c;
+  std::memcpy(&c, rx.data(i), sizeof c);
+  return c.session == session && c.type == data && c.seq == seq;
+}
+
 void udp_link::serve(uint64_t session, udp_mode mode) {
   if (mode == udp_mode::sink)
     serve_sink(session);
+  else if (mode == udp_mode::echo_message)
+    serve_message_echo(session);
   else
     serve_echo(session, mode);
 }
@@ -217,6 +260,35 @@ void udp_link::serve_echo(uint64_t session, udp_mode mode) {
       if (c.session == session && c.type == leave) {
         (void)::send(fd_, &bye, sizeof bye, 0);
         return;
+      }
+    }
+  }
+}
+
+void udp_link::serve_message_echo(uint64_t session) {
+  auto rx = std::make_unique<batch_receiver>();
+  std::vector<std::byte> out(batch_receiver::room, std::byte{0x5a});  // touched before `ready`
+  const udp_control hello{session, ready, 0, 0, 0};
+  (void)::send(fd_, &hello, sizeof hello, 0);
+  uint32_t seq = 0;
+  size_t arrived = 0;
+  for (;;) {
+    const int n = rx->receive(fd_);
+    for (int i = 0; i < n; ++i) {
+      if (rx->length(i) < sizeof(udp_control)) continue;
+      udp_control c;
+      std::memcpy(&c, rx->data(i), sizeof c);
+      if (c.session != session) continue;
+      if (c.type == leave) {
+        const udp_control bye{session, left, 0, 0, 0};
+        (void)::send(fd_, &bye, sizeof bye, 0);
+        return;
+      }
+      if (c.type != data || c.b <= sizeof(udp_control) || c.b > out.size()) continue;
+      if (c.seq != seq) seq = c.seq, arrived = 0;
+      if (++arrived == message_datagrams(c.a, c.b).size()) {
+        send_message(fd_, c, out);  // the whole message is here: it goes back
+        arrived = 0;
       }
     }
   }
@@ -369,6 +441,36 @@ workload udp_driver::pingpong(udp_mode mode) {
   return w;
 }
 
+workload udp_driver::message_echo(size_t bytes, size_t datagram) {
+  if (datagram <= sizeof(udp_control) || datagram > 65507 || bytes == 0 || bytes > (1u << 20))
+    fail("an echo of " + std::to_string(bytes) + " bytes in datagrams of " + std::to_string(datagram));
+  auto rx = std::make_shared<batch_receiver>();
+  auto buf = std::make_shared<std::vector<std::byte>>(datagram, std::byte{0x5a});
+  const size_t datagrams = message_datagrams(bytes, datagram).size();
+  workload w;
+  w.begin = [this] { begin(udp_mode::echo_message); };
+  w.end = [this] { end(); };
+  w.run = [this, rx, buf, bytes, datagram, datagrams](uint64_t n, steady::time_point deadline) -> uint64_t {
+    const int fd = link_->fd();
+    for (uint64_t i = 0; i < n; ++i) {
+      if (past<255>(i, deadline)) return i;
+      const udp_control head{session_, data, ++message_seq_, bytes, datagram};
+      send_message(fd, head, *buf);
+      size_t back = 0;
+      for (uint64_t spins = 1; back < datagrams; ++spins) {
+        const int got = rx->receive(fd);
+        for (int k = 0; k < got; ++k) back += of_message(*rx, k, session_, head.seq);
+        if (got < 0 && !nothing_yet(got)) fail("recvmmsg of an echo: " + errno_text());
+        if ((spins & 0xffff) == 0 && steady::now() > deadline + std::chrono::seconds(1))
+          fail("message " + std::to_string(head.seq) + " got no whole echo within a second");
+      }
+    }
+    return n;
+  };
+  w.value = [](double secs, uint64_t n) { return secs / static_cast<double>(n) / 2 * 1e6; };
+  return w;
+}
+
 uint64_t udp_driver::end_loop(uint64_t sent, stream_totals& totals, uint64_t& arrived) {
   // The receiver may still be draining its buffer: the flush waits for it
   // (resent every 200 us, as it may itself have been dropped by a full buffer).
@@ -380,9 +482,14 @@ uint64_t udp_driver::end_loop(uint64_t sent, stream_totals& totals, uint64_t& ar
   return sent;
 }
 
-workload udp_driver::stream(size_t bytes, std::shared_ptr<stream_totals> totals) {
-  if (bytes < sizeof(udp_control) || bytes > 65507) fail("a datagram of " + std::to_string(bytes) + " bytes");
-  auto buf = std::make_shared<std::vector<std::byte>>(bytes, std::byte{0x5a});
+workload udp_driver::stream(size_t bytes, std::shared_ptr<stream_totals> totals, size_t datagram) {
+  if (bytes < sizeof(udp_control) || bytes > (datagram ? size_t{1} << 20 : 65507) ||
+      (datagram && (datagram <= sizeof(udp_control) || datagram > 65507)))
+    fail("a stream of " + std::to_string(bytes) + " bytes in datagrams of " + std::to_string(datagram));
+  // One message's datagrams: a single datagram of `bytes`, its head within
+  // it, or the message's bytes cut into datagrams with a head each.
+  const std::vector<size_t> lengths = datagram ? message_datagrams(bytes, datagram) : std::vector<size_t>{bytes};
+  auto buf = std::make_shared<std::vector<std::byte>>(lengths.front(), std::byte{0x5a});
   // What arrived in the last loop: the loop returns what it sent (its
   // iterations, for sizing and for the deadline's count) and the figure is
   // what arrived.
@@ -390,29 +497,35 @@ workload udp_driver::stream(size_t bytes, std::shared_ptr<stream_totals> totals)
   workload w;
   w.begin = [this] { begin(udp_mode::sink); };
   w.end = [this] { end(); };
-  w.run = [this, bytes, buf, totals, arrived](uint64_t n, steady::time_point deadline) -> uint64_t {
-    constexpr unsigned batch = 16;
+  w.run = [this, lengths, buf, totals, arrived](uint64_t n, steady::time_point deadline) -> uint64_t {
     const udp_control head{session_, data, 0, 0, 0};
     std::memcpy(buf->data(), &head, sizeof head);
-    iovec iov{buf->data(), bytes};
-    mmsghdr msgs[batch]{};
-    for (mmsghdr& m : msgs) {
-      m.msg_hdr.msg_iov = &iov;
-      m.msg_hdr.msg_iovlen = 1;
+    // A batch: whole messages, 16 datagrams or the fewest messages above.
+    const size_t per = lengths.size();
+    const size_t batch = per * std::max<size_t>(1, 16 / per);
+    std::vector<iovec> iov(batch);
+    std::vector<mmsghdr> msgs(batch);
+    for (size_t i = 0; i < batch; ++i) {
+      iov[i] = {buf->data(), lengths[i % per]};
+      msgs[i] = {};
+      msgs[i].msg_hdr.msg_iov = &iov[i];
+      msgs[i].msg_hdr.msg_iovlen = 1;
     }
+    const uint64_t want = n * per;  // datagrams
     uint64_t sent = 0;
-    while (sent < n && steady::now() <= deadline) {
-      const int k = ::sendmmsg(link_->fd(), msgs, static_cast<unsigned>(std::min<uint64_t>(batch, n - sent)), 0);
+    while (sent < want && steady::now() <= deadline) {
+      const size_t at = sent % batch;  // a batch cut short goes on where it stopped
+      const int k = ::sendmmsg(link_->fd(), msgs.data() + at, static_cast<unsigned>(std::min<uint64_t>(batch - at, want - sent)), 0);
       if (k > 0) {
         sent += static_cast<uint64_t>(k);
       } else if (!nothing_yet(k) && errno != ENOBUFS) {
         fail("sendmmsg: " + errno_text());
       }
     }
-    return end_loop(sent, *totals, *arrived);
+    return end_loop(sent, *totals, *arrived) / per;
   };
-  w.value = [bytes, arrived](double secs, uint64_t) {
-    return static_cast<double>(bytes) * static_cast<double>(*arrived) / secs / 1e9;
+  w.value = [bytes, arrived, per = lengths.size()](double secs, uint64_t) {
+    return static_cast<double>(bytes) * static_cast<double>(*arrived) / static_cast<double>(per) / secs / 1e9;
   };
   return w;
 }

@@ -9,6 +9,9 @@
 //   the system calls clump makes (sendmmsg to an address on an unconnected
 //   path, recvmmsg of up to 32 datagrams of 64 KiB, spinning), so that
 //   clump's own cost can be told from that of the calls it chose.
+// - echo of a message of many bytes (32 KiB, 64 KiB) cut into datagrams of
+//   clump's size, the second half of the trip starting once the whole
+//   message has arrived: the limit of a medium echo of the same size.
 // - streaming of large datagrams (65000 bytes, clump's default
 //   CLUMP_NET_MTU): sendmmsg in batches as fast as the sender can, no flow
 //   control; the receiver drains with recvmmsg and counts. The figure is what
@@ -67,6 +70,7 @@ enum class udp_mode : uint8_t {
   echo_busy = 1,      ///< echoes 8-byte pings, spinning on a non-blocking recv
   echo_blocking = 2,  ///< echoes 8-byte pings, blocked in recv
   echo_mmsg = 4,      ///< echoes 8-byte pings with clump's calls: recvmmsg (32), sendmmsg with an address
+  echo_message = 5,   ///< echoes a message of several datagrams once all of it has arrived (recvmmsg, sendmmsg)
   sink = 3,           ///< counts data datagrams, answers flushes with the count
 };
 
@@ -94,6 +98,7 @@ class udp_link {
  private:
   void serve_echo(uint64_t session, udp_mode mode);
   void serve_sink(uint64_t session);
+  void serve_message_echo(uint64_t session);
 
   int fd_ = -1;
   sockaddr_in self_{};
@@ -118,10 +123,20 @@ class udp_driver {
   /// 8-byte ping-pong in mode echo_busy, echo_blocking or echo_mmsg; us one
   /// way. begin/end open and close a session.
   workload pingpong(udp_mode mode);
+  /// A message of `bytes` in datagrams of at most `datagram` bytes (each
+  /// with a 32-byte head, as clump's carry theirs), sent with one sendmmsg;
+  /// rank 1 echoes it the same way once every datagram of it has arrived,
+  /// and the next goes once the whole echo is back: what a medium request
+  /// echoed by a medium reply of the same size costs the kernel, with no
+  /// copy in user space. us one way.
+  workload message_echo(size_t bytes, size_t datagram);
   /// Datagrams of `bytes` streamed back to back, a flush ending each loop;
   /// GB/s arrived (a loop's iterations are the datagrams it sent). `totals`
-  /// collects what was sent and what arrived.
-  workload stream(size_t bytes, std::shared_ptr<stream_totals> totals);
+  /// collects the datagrams sent and arrived. With `datagram`, messages of
+  /// `bytes` (up to 1 MiB) each cut into datagrams of at most `datagram`
+  /// bytes with a 32-byte head, as clump cuts a long message; the
+  /// iterations are then messages.
+  workload stream(size_t bytes, std::shared_ptr<stream_totals> totals, size_t datagram = 0);
   /// 8-byte datagrams sent back to back, one send() each (the bound a
   /// protocol that sends a datagram per message cannot pass), a flush ending
   /// each loop; million datagrams a second arrived.
@@ -146,6 +161,7 @@ class udp_driver {
   std::function<void()> progress_;
   uint64_t session_ = 0;
   uint64_t ping_seq_ = 0;
+  uint32_t message_seq_ = 0;
   uint32_t flush_seq_ = 0;
 };
 
