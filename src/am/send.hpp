@@ -50,9 +50,12 @@ enum class inject_result { sent, full, gone };
 /// Puts one packet into `to`'s request (or reply) queue as if endpoint
 /// `source` (generation `source_gen`) had sent it, when there is room and `to`
 /// still has state `expect`; never waits. The network protocol's deliveries
-/// come in this way, so one dispatch serves both.
+/// come in this way, so one dispatch serves both. With `ring_tail`, the
+/// payload's first `ring_head` bytes are at `ring_data` and the rest at
+/// `ring_tail` (a message assembled from fragments, its last one unmoved).
 inject_result inject(am::remote_endpoint& to, bool reply, uint32_t source, uint32_t source_gen, shm::packet_kind kind,
                      handler_index h, const uint32_t* args, unsigned nargs, uint32_t length, uint64_t offset,
-                     tag_t tag, uint64_t aux, const void* ring_data, size_t ring_bytes, uint64_t expect) noexcept;
+                     tag_t tag, uint64_t aux, const void* ring_data, size_t ring_bytes, uint64_t expect,
+                     const void* ring_tail = nullptr, size_t ring_head = 0) noexcept;
 
 }  // namespace clump::detail

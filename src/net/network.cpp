@@ -310,7 +310,10 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
     if (by_read) source = {exposed.addr, exposed.key};
     const uint32_t seq = sc.next_seq++;
     if (done == 0) m.msg_id = seq;
-    const size_t n = by_read ? sizeof source : payload ? std::min<size_t>(room, m.length - done) : 0;
+    // Of several fragments, the first is the short one: the last ones fill
+    // their datagrams.
+    const size_t first = done == 0 && m.length > room && m.length % room ? m.length % room : room;
+    const size_t n = by_read ? sizeof source : payload ? std::min<size_t>(first, m.length - done) : 0;
     const std::byte* bytes = by_read ? reinterpret_cast<const std::byte*>(&source)
                                      : static_cast<const std::byte*>(data) + done;
     send_entry& e = sc.at(seq);
@@ -813,7 +816,7 @@ bool network::consume(peer_state& /*p*/, int rank, recv_channel& rc, const decod
   if (m.how == how_read) return consume_read(rank, rc, d);
   const auto kind = static_cast<msg_kind>(m.kind);
   if (!carries_payload(kind)) {
-    if (!sink_->deliver(rank, m, d.args, nullptr)) return false;
+    if (!sink_->deliver(rank, m, d.args, nullptr, nullptr)) return false;
     ++messages_delivered_;
     return true;
   }
@@ -822,13 +825,13 @@ bool network::consume(peer_state& /*p*/, int rank, recv_channel& rc, const decod
     // Straight into the destination segment (again, harmlessly, if this is a stalled last fragment).
     if (d.payload_bytes) sink_->write_long(rank, m, d.payload, d.payload_bytes);
     if (!last) return true;
-    if (!sink_->deliver(rank, m, d.args, nullptr)) return false;
+    if (!sink_->deliver(rank, m, d.args, nullptr, nullptr)) return false;
     ++messages_delivered_;
     return true;
   }
   // Medium: whole in one datagram, or assembled.
   if (m.frag_offset == 0 && last) {
-    if (!sink_->deliver(rank, m, d.args, d.payload)) return false;
+    if (!sink_->deliver(rank, m, d.args, d.payload, nullptr)) return false;
     ++messages_delivered_;
     return true;
   }
@@ -836,7 +839,7 @@ bool network::consume(peer_state& /*p*/, int rank, recv_channel& rc, const decod
   // assembling; the last fragment hands it over without payload, to be refused.
   if (m.length > cfg_.shm_medium_ring / 2) {
     if (!last) return true;
-    if (!sink_->deliver(rank, m, d.args, nullptr)) return false;
+    if (!sink_->deliver(rank, m, d.args, nullptr, nullptr)) return false;
     return true;
   }
   auto it = std::find_if(rc.assemblies.begin(), rc.assemblies.end(),
@@ -857,9 +860,12 @@ bool network::consume(peer_state& /*p*/, int rank, recv_channel& rc, const decod
     ++refused_[static_cast<unsigned>(refusal::malformed)];
     return true;
   }
-  std::memcpy(it->data.data() + m.frag_offset, d.payload, d.payload_bytes);
-  if (!last) return true;
-  if (!sink_->deliver(rank, m, d.args, it->data.data())) return false;
+  if (!last) {
+    std::memcpy(it->data.data() + m.frag_offset, d.payload, d.payload_bytes);
+    return true;
+  }
+  // The last fragment goes from its datagram, not copied here first.
+  if (!sink_->deliver(rank, m, d.args, it->data.data(), d.payload)) return false;
   if (it->data.capacity() > rc.spare.capacity()) rc.spare.swap(it->data);
   rc.assemblies.erase(it);
   ++messages_delivered_;
@@ -907,7 +913,8 @@ bool network::consume_read(int rank, recv_channel& rc, const decoded& d) noexcep
       break;
     case phase::arrived:
     case phase::none:  // the destination refused it: delivered without its bytes, to be refused there
-      if (!sink_->deliver(rank, m, d.args, medium && rc.reading == phase::arrived ? rc.read_buffer.data() : nullptr))
+      if (!sink_->deliver(rank, m, d.args, medium && rc.reading == phase::arrived ? rc.read_buffer.data() : nullptr,
+                          nullptr))
         return false;
       ++messages_delivered_;
       messages_read_ += rc.reading == phase::arrived;

@@ -61,9 +61,12 @@ class sink {
   /// m.frag_offset, when the whole message fits in that segment; otherwise
   /// writes nothing (and the message is refused when it is delivered).
   virtual void write_long(int peer, const message_header& m, const std::byte* data, size_t n) noexcept = 0;
-  /// Hands over a complete message (medium: `payload` holds it; long: it is
-  /// in the segment already). False: no room now; it is offered again later.
-  virtual bool deliver(int peer, const message_header& m, const uint32_t* args, const std::byte* payload) noexcept = 0;
+  /// Hands over a complete message (medium: `payload` holds it, or, with
+  /// `tail`, its first m.frag_offset bytes, and `tail` the rest: the last
+  /// fragment, straight from its datagram; long: it is in the segment
+  /// already). False: no room now; it is offered again later.
+  virtual bool deliver(int peer, const message_header& m, const uint32_t* args, const std::byte* payload,
+                       const std::byte* tail) noexcept = 0;
   /// Long message `m` from `peer` comes by a read (wire.hpp, how_read):
   /// where its payload goes (the segment of endpoint m.dst_slot at
   /// m.offset), when the endpoint the sender meant takes its tag and the

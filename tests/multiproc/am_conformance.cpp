@@ -358,6 +358,51 @@ int scenario_flood(clump::runtime& rt, int per_rank) {
   return failures;
 }
 
+int scenario_fragments(clump::runtime& rt, int per_rank) {
+  // Ranks 1.. send rank 0 medium messages of sizes that take one datagram
+  // to many (run it with a small CLUMP_NET_MTU), while rank 0 computes for
+  // 300 ms without calling clump: its queues fill, and what arrives then is
+  // kept by its network and offered again once it polls, the last fragment
+  // of a message from its datagram. Every payload must arrive whole, once
+  // and in order.
+  clump::endpoint& ep = rt.endpoint();
+  const int n = rt.size();
+  const size_t mm = clump::max_medium();
+  auto size_of = [mm](uint32_t i) {
+    const size_t sizes[] = {1, 1400, 1500, 2900, 4000, 20000, mm - 1, mm};
+    return std::min(sizes[i % std::size(sizes)], mm);
+  };
+  std::vector<int> next(static_cast<size_t>(n), 0);
+  int total = 0, out_of_order = 0, bad = 0;
+  auto got = ep.on_request([&](clump::token& t, std::span<const std::byte> p, uint32_t seq) {
+    auto from = static_cast<size_t>(t.source().rank);
+    if (static_cast<int>(seq) != next[from]) ++out_of_order;
+    next[from] = static_cast<int>(seq) + 1;
+    if (p.size() != size_of(seq) || !payload_ok(p, seq)) ++bad;
+    ++total;
+  });
+  rt.barrier();
+  if (rt.rank() == 0) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    rt.wait_until([&] { return total >= (n - 1) * per_rank; });
+    CHECK(total == (n - 1) * per_rank, "%d messages arrived, %d sent", total, (n - 1) * per_rank);
+    CHECK(out_of_order == 0, "%d messages out of order", out_of_order);
+    CHECK(bad == 0, "%d payloads wrong", bad);
+    std::printf("fragments: %d medium messages arrived whole and once; %llu stalls\n", total,
+                static_cast<unsigned long long>(clump::network_statistics().stalls));
+  } else {
+    for (int i = 0; i < per_rank; ++i) {
+      const auto seq = static_cast<uint32_t>(i);
+      const std::vector<std::byte> p = make_payload(size_of(seq), seq);
+      CHECK(ep.request(0, got, p, seq) == clump::status::ok, "medium %d", i);
+    }
+  }
+  rt.barrier();
+  return failures;
+}
+
 int scenario_storm(clump::runtime& rt, int per_peer) {
   // Every rank sends requests to every rank (itself included) as fast as it
   // can, every handler replies with a medium message: both queues of every
@@ -1202,7 +1247,7 @@ int scenario_reads_killed(clump::runtime& rt, int after_ms) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: am_conformance kinds|private|private_undumpable|shared_storm N|shared_quiet|errors|flood N|storm N|idle|lazy|parallel T N\n");
+    std::fprintf(stderr, "usage: am_conformance kinds|private|private_undumpable|shared_storm N|shared_quiet|errors|flood N|storm N|fragments N|idle|lazy|parallel T N\n");
     return 2;
   }
   clump::runtime rt{argc, argv};
@@ -1225,6 +1270,7 @@ int main(int argc, char** argv) {
   else if (what == "errors") failed = scenario_errors(rt);
   else if (what == "flood") failed = scenario_flood(rt, arg);
   else if (what == "storm") failed = scenario_storm(rt, arg);
+  else if (what == "fragments") failed = scenario_fragments(rt, arg);
   else if (what == "lazy") failed = scenario_lazy(rt);
   else if (what == "idle") failed = rt.size() >= 2 ? scenario_idle(rt) : (std::fprintf(stderr, "idle needs 2 ranks\n"), 1);
   else if (what == "worker") failed = rt.size() >= 2 ? scenario_worker(rt) : (std::fprintf(stderr, "worker needs 2 ranks\n"), 1);

@@ -116,6 +116,30 @@ TEST(packing, a_stalled_packed_datagram_resumes_at_its_record_exactly_once_under
   }
 }
 
+// Medium messages in several fragments (datagrams of 1472 bytes): the last
+// fragment is handed over from its datagram, the rest from where they were
+// gathered. The receiver computes for 300 ms meanwhile: its queues (16
+// messages, 128 KiB of payloads) fill, and complete messages are kept and
+// offered again (stalls), while datagrams are lost, duplicated and
+// reordered. Every payload must arrive whole, once and in order.
+TEST(fragments, mediums_in_many_datagrams_arrive_whole_once_through_stalls_and_faults) {
+  // The stalls need the senders to outrun the quiet receiver's queues within
+  // its 300 ms; on a crowded machine they may not, so up to 5 jobs, each
+  // checked whole, until one stalled.
+  unsigned long long stalls = 0;
+  for (int attempt = 0; attempt < 5 && stalls == 0; ++attempt) {
+    auto r = job(3, {"fragments", "200"},
+                 {"CLUMP_PROTOCOL=net", "CLUMP_NET_MTU=1472", "CLUMP_SHM_QUEUE_DEPTH=16", "CLUMP_SHM_MEDIUM_RING=128K",
+                  "CLUMP_NET_FAULT=drop=0.05,dup=0.05,reorder=0.05,seed=11"},
+                 {"--bind", "none"});
+    EXPECT_JOB_OK(r);
+    const size_t at = r.output.find("fragments: 400 medium messages arrived whole and once; ");
+    ASSERT_NE(at, std::string::npos) << r.output;
+    std::sscanf(r.output.c_str() + at, "fragments: 400 medium messages arrived whole and once; %llu stalls", &stalls);
+  }
+  EXPECT_GT(stalls, 0u) << "no job stalled: the path of a kept last fragment went untried";
+}
+
 // A message packed behind an unacknowledged one, whose sender then computes
 // for 200 ms without calling clump, arrives long before that ends. 40 tries
 // (4 jobs of 10): the service thread once slept through one for 100 ms on

@@ -50,8 +50,8 @@ class net_transport::sink final : public net::sink {
     return true;
   }
 
-  bool deliver(int peer, const net::message_header& m, const uint32_t* args,
-               const std::byte* payload) noexcept override {
+  bool deliver(int peer, const net::message_header& m, const uint32_t* args, const std::byte* payload,
+               const std::byte* tail) noexcept override {
     const auto kind = static_cast<msg_kind>(m.kind);
     const bool request = net::is_request(kind);
     uint64_t state = 0;
@@ -84,7 +84,7 @@ class net_transport::sink final : public net::sink {
     switch (detail::inject(*own, !request, source, shm::gen32(m.src_gen), static_cast<shm::packet_kind>(m.kind),
                            m.handler, args, m.nargs, m.length, offsets ? m.offset : 0, m.tag,
                            kind == msg_kind::get_request || kind == msg_kind::returned ? m.aux : 0, payload,
-                           medium ? m.length : 0, state)) {
+                           medium ? m.length : 0, state, medium ? tail : nullptr, m.frag_offset)) {
       case detail::inject_result::sent: return true;
       case detail::inject_result::full: return false;
       case detail::inject_result::gone: break;  // freed meanwhile

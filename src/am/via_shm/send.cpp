@@ -42,6 +42,8 @@ struct outgoing {
   uint32_t piece = 0;          // second line
   const void* ring_data = nullptr;  // copied into the payload ring
   size_t ring_bytes = 0;
+  const void* ring_tail = nullptr;  // if set: ring_data holds ring_head bytes, ring_tail the rest
+  size_t ring_head = 0;
   std::byte* direct = nullptr;      // copied into the destination segment after the claim
   const void* direct_data = nullptr;
   size_t direct_bytes = 0;
@@ -147,7 +149,15 @@ claim_result try_enqueue(am::remote_endpoint& to, bool reply, const outgoing& m,
   }
   fill_more_args(q, c.line, lines, m.args, m.nargs);
   if (!gone) {
-    if (m.ring_bytes) std::memcpy(shm::ring_at(q, c.ring_line), m.ring_data, m.ring_bytes);
+    if (m.ring_bytes) {
+      std::byte* ring = shm::ring_at(q, c.ring_line);
+      if (m.ring_tail) [[unlikely]] {
+        std::memcpy(ring, m.ring_data, m.ring_head);
+        std::memcpy(ring + m.ring_head, m.ring_tail, m.ring_bytes - m.ring_head);
+      } else {
+        std::memcpy(ring, m.ring_data, m.ring_bytes);
+      }
+    }
     if constexpr (IntoProcess) {
       // Into a private segment of another process: a failure now (its
       // memory unmapped, the process gone) cancels the claimed packet.
@@ -376,7 +386,8 @@ struct private_result {
 
 inject_result inject(am::remote_endpoint& to, bool reply, uint32_t source, uint32_t source_gen, packet_kind kind,
                      handler_index h, const uint32_t* args, unsigned nargs, uint32_t length, uint64_t offset,
-                     tag_t tag, uint64_t aux, const void* ring_data, size_t ring_bytes, uint64_t expect) noexcept {
+                     tag_t tag, uint64_t aux, const void* ring_data, size_t ring_bytes, uint64_t expect,
+                     const void* ring_tail, size_t ring_head) noexcept {
   outgoing m{};
   m.kind = kind;
   m.handler = h;
@@ -391,6 +402,10 @@ inject_result inject(am::remote_endpoint& to, bool reply, uint32_t source, uint3
     m.flags = shm::flag_ring;
     m.ring_data = ring_data;
     m.ring_bytes = ring_bytes;
+    if (ring_tail && ring_head <= ring_bytes) {
+      m.ring_tail = ring_tail;
+      m.ring_head = ring_head;
+    }
   }
   switch (try_enqueue(to, reply, m, source, expect)) {
     case claim_result::sent: return inject_result::sent;
