@@ -182,28 +182,49 @@ std::vector<size_t> message_datagrams(uint64_t bytes, uint64_t datagram) {
   return lengths;
 }
 
-/// Sends the datagrams of a message on a connected socket, in as few
+/// Sends the datagrams of messages on a connected socket, in as few
 /// sendmmsg calls as the socket takes, every one from `buf` (at least the
-/// largest datagram long) with `head` written at its start.
-void send_message(int fd, const udp_control& head, std::vector<std::byte>& buf) {
-  std::memcpy(buf.data(), &head, sizeof head);
-  const std::vector<size_t> lengths = message_datagrams(head.a, head.b);
-  std::vector<iovec> iov(lengths.size());
-  std::vector<mmsghdr> msgs(lengths.size());
-  for (size_t i = 0; i < lengths.size(); ++i) {
-    iov[i] = {buf.data(), lengths[i]};
-    msgs[i] = {};
-    msgs[i].msg_hdr.msg_iov = &iov[i];
-    msgs[i].msg_hdr.msg_iovlen = 1;
+/// largest datagram long) with `head` written at its start. The headers of
+/// the calls are made once per shape (head.a bytes in datagrams of head.b),
+/// not in the timed loop.
+class message_sender {
+ public:
+  /// How many datagrams a message of head.a bytes takes (sets the shape).
+  size_t datagrams(const udp_control& head) {
+    if (head.a != bytes_ || head.b != datagram_) shape(head.a, head.b);
+    return msgs_.size();
   }
-  for (size_t sent = 0; sent < msgs.size();) {
-    const int k = ::sendmmsg(fd, msgs.data() + sent, static_cast<unsigned>(msgs.size() - sent), 0);
-    if (k > 0)
-      sent += static_cast<size_t>(k);
-    else if (!nothing_yet(k) && errno != ENOBUFS)
-      fail("sendmmsg of a message: " + errno_text());
+  void send(int fd, const udp_control& head, std::vector<std::byte>& buf) {
+    std::memcpy(buf.data(), &head, sizeof head);
+    const size_t n = datagrams(head);
+    for (size_t sent = 0; sent < n;) {
+      const int k = ::sendmmsg(fd, msgs_.data() + sent, static_cast<unsigned>(n - sent), 0);
+      if (k > 0)
+        sent += static_cast<size_t>(k);
+      else if (!nothing_yet(k) && errno != ENOBUFS)
+        fail("sendmmsg of a message: " + errno_text());
+    }
   }
-}
+  void use(std::vector<std::byte>& buf) { buf_ = &buf, bytes_ = datagram_ = 0; }
+
+ private:
+  void shape(uint64_t bytes, uint64_t datagram) {
+    const std::vector<size_t> lengths = message_datagrams(bytes, datagram);
+    iov_.resize(lengths.size());
+    msgs_.resize(lengths.size());
+    for (size_t i = 0; i < lengths.size(); ++i) {
+      iov_[i] = {buf_->data(), lengths[i]};
+      msgs_[i] = {};
+      msgs_[i].msg_hdr.msg_iov = &iov_[i];
+      msgs_[i].msg_hdr.msg_iovlen = 1;
+    }
+    bytes_ = bytes, datagram_ = datagram;
+  }
+  std::vector<std::byte>* buf_ = nullptr;
+  uint64_t bytes_ = 0, datagram_ = 0;
+  std::vector<iovec> iov_;
+  std::vector<mmsghdr> msgs_;
+};
 
 /// Whether datagram `i` of what `rx` holds belongs to message `seq` of `session`.
 bool of_message(const batch_receiver& rx, int i, uint64_t session, uint32_t seq) noexcept {
@@ -270,6 +291,8 @@ void udp_link::serve_message_echo(uint64_t session) {
   std::vector<std::byte> out(batch_receiver::room, std::byte{0x5a});  // touched before `ready`
   const udp_control hello{session, ready, 0, 0, 0};
   (void)::send(fd_, &hello, sizeof hello, 0);
+  message_sender out_sender;
+  out_sender.use(out);
   uint32_t seq = 0;
   size_t arrived = 0;
   for (;;) {
@@ -286,8 +309,8 @@ void udp_link::serve_message_echo(uint64_t session) {
       }
       if (c.type != data || c.b <= sizeof(udp_control) || c.b > out.size()) continue;
       if (c.seq != seq) seq = c.seq, arrived = 0;
-      if (++arrived == message_datagrams(c.a, c.b).size()) {
-        send_message(fd_, c, out);  // the whole message is here: it goes back
+      if (++arrived == out_sender.datagrams(c)) {
+        out_sender.send(fd_, c, out);  // the whole message is here: it goes back
         arrived = 0;
       }
     }
@@ -446,16 +469,18 @@ workload udp_driver::message_echo(size_t bytes, size_t datagram) {
     fail("an echo of " + std::to_string(bytes) + " bytes in datagrams of " + std::to_string(datagram));
   auto rx = std::make_shared<batch_receiver>();
   auto buf = std::make_shared<std::vector<std::byte>>(datagram, std::byte{0x5a});
+  auto sender = std::make_shared<message_sender>();
+  sender->use(*buf);
   const size_t datagrams = message_datagrams(bytes, datagram).size();
   workload w;
   w.begin = [this] { begin(udp_mode::echo_message); };
   w.end = [this] { end(); };
-  w.run = [this, rx, buf, bytes, datagram, datagrams](uint64_t n, steady::time_point deadline) -> uint64_t {
+  w.run = [this, rx, buf, sender, bytes, datagram, datagrams](uint64_t n, steady::time_point deadline) -> uint64_t {
     const int fd = link_->fd();
     for (uint64_t i = 0; i < n; ++i) {
       if (past<255>(i, deadline)) return i;
       const udp_control head{session_, data, ++message_seq_, bytes, datagram};
-      send_message(fd, head, *buf);
+      sender->send(fd, head, *buf);
       size_t back = 0;
       for (uint64_t spins = 1; back < datagrams; ++spins) {
         const int got = rx->receive(fd);
