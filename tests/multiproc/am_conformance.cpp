@@ -358,10 +358,10 @@ int scenario_flood(clump::runtime& rt, int per_rank) {
   return failures;
 }
 
-int scenario_fragments(clump::runtime& rt, int per_rank) {
+int scenario_fragments(clump::runtime& rt, int per_rank, int quiet_ms) {
   // Ranks 1.. send rank 0 medium messages of sizes that take one datagram
   // to many (run it with a small CLUMP_NET_MTU), while rank 0 computes for
-  // 300 ms without calling clump: its queues fill, and what arrives then is
+  // quiet_ms (300 by default) without calling clump: its queues fill, and what arrives then is
   // kept by its network and offered again once it polls, the last fragment
   // of a message from its datagram. Every payload must arrive whole, once
   // and in order.
@@ -383,7 +383,7 @@ int scenario_fragments(clump::runtime& rt, int per_rank) {
   });
   rt.barrier();
   if (rt.rank() == 0) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(quiet_ms);
     while (std::chrono::steady_clock::now() < until) {
     }
     rt.wait_until([&] { return total >= (n - 1) * per_rank; });
@@ -1247,7 +1247,7 @@ int scenario_reads_killed(clump::runtime& rt, int after_ms) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: am_conformance kinds|private|private_undumpable|shared_storm N|shared_quiet|errors|flood N|storm N|fragments N|idle|lazy|parallel T N\n");
+    std::fprintf(stderr, "usage: am_conformance kinds|private|private_undumpable|shared_storm N|shared_quiet|errors|flood N|storm N|fragments N [QUIET_MS]|idle|lazy|parallel T N\n");
     return 2;
   }
   clump::runtime rt{argc, argv};
@@ -1270,7 +1270,7 @@ int main(int argc, char** argv) {
   else if (what == "errors") failed = scenario_errors(rt);
   else if (what == "flood") failed = scenario_flood(rt, arg);
   else if (what == "storm") failed = scenario_storm(rt, arg);
-  else if (what == "fragments") failed = scenario_fragments(rt, arg);
+  else if (what == "fragments") failed = scenario_fragments(rt, arg, argc > 3 ? std::atoi(argv[3]) : 300);
   else if (what == "lazy") failed = scenario_lazy(rt);
   else if (what == "idle") failed = rt.size() >= 2 ? scenario_idle(rt) : (std::fprintf(stderr, "idle needs 2 ranks\n"), 1);
   else if (what == "worker") failed = rt.size() >= 2 ? scenario_worker(rt) : (std::fprintf(stderr, "worker needs 2 ranks\n"), 1);
