@@ -27,10 +27,34 @@ using clump::test::my_rank;
 
 std::byte pattern(size_t i, uint32_t seed) { return static_cast<std::byte>((i * 131 + seed * 7 + (i >> 9)) & 0xff); }
 
+/// True when p holds seed's pattern; else says on stderr which bytes differ
+/// and what they hold instead (zeros, or another seed's pattern), which
+/// tells a late, lost or stale transfer apart.
 bool matches(const std::byte* p, size_t n, uint32_t seed) {
+  size_t first = n, last = 0, bad = 0;
   for (size_t i = 0; i < n; ++i)
-    if (p[i] != pattern(i, seed)) return false;
-  return true;
+    if (p[i] != pattern(i, seed)) {
+      if (first == n) first = i;
+      last = i;
+      ++bad;
+    }
+  if (!bad) return true;
+  size_t zeros = 0;
+  for (size_t i = first; i <= last; ++i) zeros += p[i] == std::byte{0};
+  long other = -1;  // a seed whose pattern the first 64 wrong bytes hold
+  for (uint32_t s = 0; s < 100000 && other < 0; ++s) {
+    bool all = s != seed;
+    for (size_t i = first; all && i < std::min(last + 1, first + 64); ++i) all = p[i] == pattern(i, s);
+    if (all) other = s;
+  }
+  std::fprintf(stderr,
+               "rank %d: %zu of %zu bytes differ from seed %u's pattern, from byte %zu to %zu; %zu of those are 0; the "
+               "first ones hold seed %ld's pattern (-1: none)\n",
+               my_rank, bad, n, seed, first, last, zeros, other);
+  for (size_t i = first; i < std::min(last + 1, first + 16); ++i)
+    std::fprintf(stderr, " %02x/%02x", static_cast<unsigned>(p[i]), static_cast<unsigned>(pattern(i, seed)));
+  std::fprintf(stderr, " (held/meant from byte %zu)\n", first);
+  return false;
 }
 
 void fill(std::byte* p, size_t n, uint32_t seed) {

@@ -37,6 +37,8 @@ const setup setups[] = {
 #if defined(CLUMP_HAVE_OFI)
     {"ofi_tcp_nodes2_of_3", 3, {"CLUMP_NET=ofi", "FI_PROVIDER=tcp"}, {"-N", "2"}},
     {"ofi_udp_nodes2_of_3", 3, {"CLUMP_NET=ofi", "FI_PROVIDER=udp"}, {"-N", "2"}},
+    // Two ranks, the shape of the benchmarks, where a larger rxd window was tried (docs/net-protocol.md).
+    {"ofi_udp_nodes2_of_2", 2, {"CLUMP_NET=ofi", "FI_PROVIDER=udp"}, {"-N", "2"}},
 #endif
 };
 
