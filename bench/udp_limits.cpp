@@ -189,13 +189,14 @@ std::vector<size_t> message_datagrams(uint64_t bytes, uint64_t datagram) {
 /// not in the timed loop.
 class message_sender {
  public:
+  explicit message_sender(std::vector<std::byte>& buf) : buf_(buf) {}
   /// How many datagrams a message of head.a bytes takes (sets the shape).
   size_t datagrams(const udp_control& head) {
     if (head.a != bytes_ || head.b != datagram_) shape(head.a, head.b);
     return msgs_.size();
   }
-  void send(int fd, const udp_control& head, std::vector<std::byte>& buf) {
-    std::memcpy(buf.data(), &head, sizeof head);
+  void send(int fd, const udp_control& head) {
+    std::memcpy(buf_.data(), &head, sizeof head);
     const size_t n = datagrams(head);
     for (size_t sent = 0; sent < n;) {
       const int k = ::sendmmsg(fd, msgs_.data() + sent, static_cast<unsigned>(n - sent), 0);
@@ -205,22 +206,20 @@ class message_sender {
         fail("sendmmsg of a message: " + errno_text());
     }
   }
-  void use(std::vector<std::byte>& buf) { buf_ = &buf, bytes_ = datagram_ = 0; }
-
  private:
   void shape(uint64_t bytes, uint64_t datagram) {
     const std::vector<size_t> lengths = message_datagrams(bytes, datagram);
     iov_.resize(lengths.size());
     msgs_.resize(lengths.size());
     for (size_t i = 0; i < lengths.size(); ++i) {
-      iov_[i] = {buf_->data(), lengths[i]};
+      iov_[i] = {buf_.data(), lengths[i]};
       msgs_[i] = {};
       msgs_[i].msg_hdr.msg_iov = &iov_[i];
       msgs_[i].msg_hdr.msg_iovlen = 1;
     }
     bytes_ = bytes, datagram_ = datagram;
   }
-  std::vector<std::byte>* buf_ = nullptr;
+  std::vector<std::byte>& buf_;
   uint64_t bytes_ = 0, datagram_ = 0;
   std::vector<iovec> iov_;
   std::vector<mmsghdr> msgs_;
@@ -291,8 +290,7 @@ void udp_link::serve_message_echo(uint64_t session) {
   std::vector<std::byte> out(batch_receiver::room, std::byte{0x5a});  // touched before `ready`
   const udp_control hello{session, ready, 0, 0, 0};
   (void)::send(fd_, &hello, sizeof hello, 0);
-  message_sender out_sender;
-  out_sender.use(out);
+  message_sender out_sender(out);
   uint32_t seq = 0;
   size_t arrived = 0;
   for (;;) {
@@ -310,7 +308,7 @@ void udp_link::serve_message_echo(uint64_t session) {
       if (c.type != data || c.b <= sizeof(udp_control) || c.b > out.size()) continue;
       if (c.seq != seq) seq = c.seq, arrived = 0;
       if (++arrived == out_sender.datagrams(c)) {
-        out_sender.send(fd_, c, out);  // the whole message is here: it goes back
+        out_sender.send(fd_, c);  // the whole message is here: it goes back
         arrived = 0;
       }
     }
@@ -469,8 +467,7 @@ workload udp_driver::message_echo(size_t bytes, size_t datagram) {
     fail("an echo of " + std::to_string(bytes) + " bytes in datagrams of " + std::to_string(datagram));
   auto rx = std::make_shared<batch_receiver>();
   auto buf = std::make_shared<std::vector<std::byte>>(datagram, std::byte{0x5a});
-  auto sender = std::make_shared<message_sender>();
-  sender->use(*buf);
+  auto sender = std::make_shared<message_sender>(*buf);
   const size_t datagrams = message_datagrams(bytes, datagram).size();
   workload w;
   w.begin = [this] { begin(udp_mode::echo_message); };
@@ -480,7 +477,7 @@ workload udp_driver::message_echo(size_t bytes, size_t datagram) {
     for (uint64_t i = 0; i < n; ++i) {
       if (past<255>(i, deadline)) return i;
       const udp_control head{session_, data, ++message_seq_, bytes, datagram};
-      sender->send(fd, head, *buf);
+      sender->send(fd, head);
       size_t back = 0;
       for (uint64_t spins = 1; back < datagrams; ++spins) {
         const int got = rx->receive(fd);

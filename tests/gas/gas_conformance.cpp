@@ -31,16 +31,15 @@ std::byte pattern(size_t i, uint32_t seed) { return static_cast<std::byte>((i * 
 /// and what they hold instead (zeros, or another seed's pattern), which
 /// tells a late, lost or stale transfer apart.
 bool matches(const std::byte* p, size_t n, uint32_t seed) {
-  size_t first = n, last = 0, bad = 0;
+  size_t first = n, last = 0, bad = 0, zeros = 0;
   for (size_t i = 0; i < n; ++i)
     if (p[i] != pattern(i, seed)) {
       if (first == n) first = i;
       last = i;
       ++bad;
+      zeros += p[i] == std::byte{0};
     }
   if (!bad) return true;
-  size_t zeros = 0;
-  for (size_t i = first; i <= last; ++i) zeros += p[i] == std::byte{0};
   long other = -1;  // a seed whose pattern the first 64 wrong bytes hold
   for (uint32_t s = 0; s < 100000 && other < 0; ++s) {
     bool all = s != seed;
