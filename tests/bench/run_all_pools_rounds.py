@@ -5,7 +5,8 @@ Two made-up runs of clump over udp;ofi_rxd beside fi_pingpong: 2 rounds in
 the first, 3 in the second. Each round's 256 KiB latency ratio is chosen so
 that the median over all 5 rounds (1.10x) is neither run's own (1.30x and
 1.05x): the summary must show the pooled one, and the pooled results.json
-must number the rounds 1 to 5. Runs of different settings must not pool.
+must number the rounds 1 to 5. Runs of different settings must not pool,
+and a file that is missing or not a run's results is a plain error.
 """
 import json
 import os
@@ -63,6 +64,12 @@ def main():
                            text=True)
         if p.returncode == 0 or "only runs of the same settings pool" not in p.stderr + p.stdout:
             failures.append(f"runs of 5 and 3 reps pooled (exit {p.returncode}): {(p.stderr + p.stdout)[-500:]}")
+        for bad in (os.path.join(d, "missing.json"), os.path.join(out, "summary.md")):
+            p = subprocess.run([RUN_ALL, "--from", f"{a},{bad}", "--out", os.path.join(d, "bad")], capture_output=True,
+                               text=True)
+            said = p.stderr + p.stdout
+            if p.returncode == 0 or f"--from {bad}:" not in said or "Traceback" in said:
+                failures.append(f"--from {bad} (exit {p.returncode}) did not fail with a plain error: {said[-500:]}")
     for f in failures:
         print("FAIL:", f)
     print("ok" if not failures else f"{len(failures)} failures")
