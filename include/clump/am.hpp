@@ -157,6 +157,10 @@ struct network_stats {
   /// once the traffic has settled (acks are delayed by at most a few ms).
   /// While it is not 0, poll() keeps looking at the network itself.
   uint64_t unacknowledged;
+  /// Receive channels partway through a message of several datagrams (the
+  /// rest is on its way): 0 once the traffic has settled. While it is not 0,
+  /// poll() keeps looking at the network itself.
+  uint64_t partial;
 };
 
 /// This process's network counters (takes the network's lock; not for hot loops).

@@ -78,6 +78,7 @@ struct network::recv_channel {
   clock::time_point arrived[ring_size];    // when each held datagram arrived
   clock::time_point last_arrival;          // when datagram next - 1 arrived (for the ack's delay_us)
   bool stalled = false;                    // the datagram at `next` is held: the am layer had no room, or it is read
+  bool partial = false;                    // a message of several datagrams is partly here: the rest is on its way
   size_t resume_at = 0;                    // of a packed one at `next`, delivered in part: the record to go on from
   /// The message at `next` when it comes by a read: its payload being read,
   /// read, or not to be had; read_m is that message (its destination stays
@@ -489,7 +490,17 @@ void network::send_ack(peer_state& p, int rank, datagram_type type) noexcept {
 // ---- receiving --------------------------------------------------------------
 
 bool network::expecting() const noexcept {
-  return channels_in_flight_.load(std::memory_order_relaxed) != 0 || link_->unfinished();
+  return channels_in_flight_.load(std::memory_order_relaxed) != 0 ||
+         channels_partial_.load(std::memory_order_relaxed) != 0 || link_->unfinished();
+}
+
+void network::set_partial(recv_channel& rc, bool partial) noexcept {
+  if (rc.partial == partial) return;
+  rc.partial = partial;
+  if (partial)
+    channels_partial_.fetch_add(1, std::memory_order_relaxed);
+  else
+    channels_partial_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 unsigned network::poll() noexcept {
@@ -821,6 +832,9 @@ bool network::consume(peer_state& /*p*/, int rank, recv_channel& rc, const decod
     return true;
   }
   const bool last = m.frag_offset + d.payload_bytes == m.length;
+  // A message's fragments are consecutive on its channel: after one that is
+  // not the last, the next comes (see expecting()).
+  set_partial(rc, !last);
   if (is_long(kind)) {
     // Straight into the destination segment (again, harmlessly, if this is a stalled last fragment).
     if (d.payload_bytes) sink_->write_long(rank, m, d.payload, d.payload_bytes);
@@ -1092,6 +1106,7 @@ void network::declare_unreachable(peer_state& p, int rank, const char* why) noex
     recv_channel& rc = p.in[c];
     for (auto& h : rc.held) h.clear();
     rc.assemblies.clear();
+    set_partial(rc, false);
     rc.stalled = false;
     rc.resume_at = 0;
     // A read under way keeps its destination until it ends (read_done).
@@ -1371,6 +1386,7 @@ statistics network::stats() const noexcept {
   s.resumed = resumed_;
   s.messages_sent_by_read = sent_by_read_;
   s.unacknowledged = channels_in_flight_.load(std::memory_order_relaxed);
+  s.partial = channels_partial_.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -104,6 +104,7 @@ struct statistics {
   uint64_t messages_packed;  // messages that joined a datagram open with others (CLUMP_NET_COALESCE_US)
   uint64_t resumed;          // packed datagrams delivered in part (a stall), then from the record after
   uint64_t unacknowledged;   // send channels with a datagram unacked (see expecting())
+  uint64_t partial;          // receive channels partway through a message (see expecting())
 };
 
 class network {
@@ -187,11 +188,12 @@ class network {
   /// poller must not skip the network then (relaxed: a hint, set by the
   /// sending thread, which polls next itself, or read by another poller).
   const std::atomic<bool>& open_flag() const noexcept { return open_waiting_; }
-  /// True while a datagram of ours waits for its ack, or the link has work
-  /// of ours under way (a read, a payload a peer reads, a send a provider
-  /// moves only when polled): an answer (at least the ack, or the read's
-  /// end) is on its way, so a poller should keep looking at the link rather
-  /// than go quiet behind the doorbell (relaxed: a hint).
+  /// True while a datagram of ours waits for its ack, a message of several
+  /// datagrams is partly here, or the link has work of ours under way (a
+  /// read, a payload a peer reads, a send a provider moves only when
+  /// polled): an answer (at least the ack, the message's next datagram, or
+  /// the read's end) is on its way, so a poller should keep looking at the
+  /// link rather than go quiet behind the doorbell (relaxed: a hint).
   bool expecting() const noexcept;
 
   statistics stats() const noexcept;
@@ -221,6 +223,8 @@ class network {
   void read_done(uint64_t id, bool ok, clock::time_point now) noexcept;
   /// The channel's head message is done with its read: its destination is let go.
   void end_read(recv_channel& rc) noexcept;
+  /// Marks a receive channel partway through a message, or not (channels_partial_).
+  void set_partial(recv_channel& rc, bool partial) noexcept;
   void drain_held(peer_state& p, int rank, recv_channel& rc, clock::time_point now) noexcept;
   void transmit(peer_state& p, int rank, send_entry& e, clock::time_point now) noexcept;
   /// Writes message `m`, its arguments and `n` payload bytes as one record at `to`.
@@ -283,6 +287,7 @@ class network {
   clock::time_point open_since_;
   std::atomic<bool> open_waiting_{false};  // !open_.empty(), for pollers (open_flag)
   std::atomic<uint32_t> channels_in_flight_{0};  // send channels with a datagram unacked (expecting)
+  std::atomic<uint32_t> channels_partial_{0};    // receive channels partway through a message (expecting)
   /// Long messages of this many bytes and more whose payload is lent go by a
   /// read (link::read), when the link reads and the job does not authenticate.
   size_t read_from_ = SIZE_MAX;

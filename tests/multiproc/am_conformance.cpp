@@ -392,6 +392,11 @@ int scenario_fragments(clump::runtime& rt, int per_rank, int quiet_ms) {
     CHECK(bad == 0, "%d payloads wrong", bad);
     std::printf("fragments: %d medium messages arrived whole and once; %llu stalls\n", total,
                 static_cast<unsigned long long>(clump::network_statistics().stalls));
+    // Every message arrived whole: no channel may still count as partway
+    // through one (it would keep this process's polls off the doorbell for good).
+    const uint64_t partial = clump::network_statistics().partial;
+    CHECK(partial == 0, "%llu receive channels still partway through a message after every one arrived",
+          static_cast<unsigned long long>(partial));
   } else {
     for (int i = 0; i < per_rank; ++i) {
       const auto seq = static_cast<uint32_t>(i);

@@ -467,6 +467,7 @@ network_stats net_transport::statistics() const noexcept {
   out.messages_read = s.messages_read;
   out.messages_sent_by_read = s.messages_sent_by_read;
   out.unacknowledged = s.unacknowledged;
+  out.partial = s.partial;
   return out;
 }
 
