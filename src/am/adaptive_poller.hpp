@@ -20,7 +20,8 @@
 //
 // Quiet is not idle while a datagram of ours waits for its ack, a message of
 // several datagrams is partly here, or the link has work of ours under way (a
-// read, a payload a peer reads): an answer, or the rest, is on its way. The bundle then keeps polling the link itself, at least once in
+// read, a payload a peer reads): an answer, or the rest, is on its way. The
+// bundle then keeps polling the link itself, at least once in
 // CLUMP_NET_POLL_MAX polls, and never watches the doorbell (a send that
 // starts such a wait rings a watching bundle back to polling). Behind the
 // doorbell each answer costs the service thread two wake-ups, on the core the
