@@ -39,14 +39,19 @@ void spin_for(int ms) {
   }
 }
 
+/// What a rank's network still waits for once the loops end (both 0 when settled).
+void print_settled(int rank, const clump::network_stats& s) {
+  std::printf("rank %d at the end: channels unacknowledged %llu, partway through a message %llu\n", rank,
+              static_cast<unsigned long long>(s.unacknowledged), static_cast<unsigned long long>(s.partial));
+}
+
 void print_counters(const clump::network_stats& a, const clump::network_stats& b) {
-  std::printf("rank 0 network counters: datagrams sent %llu, received %llu; explicit acks %llu; retransmits %llu; "
-              "at the end, channels unacknowledged %llu, partway through a message %llu\n",
+  std::printf("rank 0 network counters: datagrams sent %llu, received %llu; explicit acks %llu; retransmits %llu\n",
               static_cast<unsigned long long>(b.datagrams_sent - a.datagrams_sent),
               static_cast<unsigned long long>(b.datagrams_received - a.datagrams_received),
               static_cast<unsigned long long>(b.acks_sent - a.acks_sent),
-              static_cast<unsigned long long>(b.retransmits - a.retransmits),
-              static_cast<unsigned long long>(b.unacknowledged), static_cast<unsigned long long>(b.partial));
+              static_cast<unsigned long long>(b.retransmits - a.retransmits));
+  print_settled(0, b);
 }
 
 }  // namespace
@@ -96,9 +101,7 @@ int main(int argc, char** argv) {
         spin_for(pause_ms);
       }
     }
-    const clump::network_stats s = clump::network_statistics();
-    std::printf("rank 1 at the end: channels unacknowledged %llu, partway through a message %llu\n",
-                static_cast<unsigned long long>(s.unacknowledged), static_cast<unsigned long long>(s.partial));
+    print_settled(1, clump::network_statistics());
   } else if (rt.rank() >= 2) {
     rt.wait_until([&] { return stop; });
   } else if (echo) {
