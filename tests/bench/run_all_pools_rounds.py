@@ -6,7 +6,8 @@ the first, 3 in the second. Each round's 256 KiB latency ratio is chosen so
 that the median over all 5 rounds (1.10x) is neither run's own (1.30x and
 1.05x): the summary must show the pooled one, and the pooled results.json
 must number the rounds 1 to 5. Runs of different settings must not pool,
-and a file that is missing or not a run's results is a plain error.
+and a file that is missing or not a run's results is a plain error. Counts
+of rounds or samples out of range are refused before anything runs.
 """
 import json
 import os
@@ -70,6 +71,17 @@ def main():
             said = p.stderr + p.stdout
             if p.returncode == 0 or f"--from {bad}:" not in said or "Traceback" in said:
                 failures.append(f"--from {bad} (exit {p.returncode}) did not fail with a plain error: {said[-500:]}")
+        # Counts out of range are refused before anything runs or is read.
+        for bad in (["--rounds", "-1"], ["--reps", "0"], ["--reps", "18446744073709551616"], ["--rounds", "x"],
+                    ["--from", a, "--reps", "3"]):
+            try:
+                p = subprocess.run([RUN_ALL, "--no-build", "--no-install", "--out", os.path.join(d, "bad")] + bad,
+                                   capture_output=True, text=True, timeout=60)
+            except subprocess.TimeoutExpired:
+                failures.append(f"{' '.join(bad)}: still running after 60 s, not refused at once")
+                continue
+            if p.returncode != 2 or "error:" not in p.stderr or "[round" in p.stdout + p.stderr:
+                failures.append(f"{' '.join(bad)}: exit {p.returncode}, not refused at once: {p.stderr[-300:]}")
     for f in failures:
         print("FAIL:", f)
     print("ok" if not failures else f"{len(failures)} failures")
