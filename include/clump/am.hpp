@@ -166,6 +166,27 @@ struct network_stats {
 /// This process's network counters (takes the network's lock; not for hot loops).
 network_stats network_statistics() noexcept;
 
+/// While one is alive on a thread, the messages that thread sends to a rank
+/// on another node may wait in a datagram for the messages that follow them,
+/// even when nothing else to that rank is in flight (otherwise such a
+/// message leaves at once, so that a lone ping-pong waits for nothing). They
+/// leave with the next message to the same rank that fills or closes the
+/// datagram, at this process's next poll or wait, or within
+/// CLUMP_NET_COALESCE_US while the program calls clump (a program that then
+/// computes without calling clump has them sent by the library's service
+/// thread within a few ms). For one-way traffic its sender does not wait for
+/// (gas::store and gas::put use it), followed by more to the same rank: a
+/// store and the request after it share one datagram. Nothing changes under
+/// CLUMP_NET_COALESCE_US=0, over shared memory, or for a payload lent
+/// rather than copied (CLUMP_NET_LEND). Scopes nest.
+class unhurried_sends {
+ public:
+  unhurried_sends() noexcept;
+  ~unhurried_sends();
+  unhurried_sends(const unhurried_sends&) = delete;
+  unhurried_sends& operator=(const unhurried_sends&) = delete;
+};
+
 /// This process's UDP address as "a.b.c.d:port", or "" when it has no
 /// network (every rank shares its node). For diagnostics and fault tests.
 std::string network_address();

@@ -22,6 +22,8 @@ using shm::packet_kind;
 
 }  // namespace
 
+thread_local int unhurried_depth [[gnu::tls_model("initial-exec")]] = 0;
+
 [[gnu::cold]] void wait_for_room(endpoint_impl& from, when_full policy, unsigned round) noexcept {
   if (round == 0) from.send_waits.add(1, from.parallel);
   if (policy == when_full::poll_replies) {
@@ -250,5 +252,8 @@ status token_base::reply_raw(message_kind kind, handler_index h, const uint32_t*
   if (s == status::ok) replied_ = true;
   return s;
 }
+
+unhurried_sends::unhurried_sends() noexcept { ++detail::unhurried_depth; }
+unhurried_sends::~unhurried_sends() { --detail::unhurried_depth; }
 
 }  // namespace clump

@@ -35,6 +35,10 @@ status send_message(endpoint_impl& from, am::remote_endpoint& to, bool reply, me
                     const uint32_t* args, unsigned nargs, const void* data, size_t length, uint64_t offset,
                     tag_t tag, when_full policy, const endpoint_name* dest_name, uint64_t expect) noexcept;
 
+/// Depth of clump::unhurried_sends scopes on this thread: the network may
+/// then hold a message for the ones that follow it (see network::send).
+extern thread_local int unhurried_depth [[gnu::tls_model("initial-exec")]];
+
 /// The name of the endpoint with this id and (low 32 bits of) generation,
 /// with its whole generation where this process can still tell it.
 endpoint_name name_of(const endpoint_impl& here, uint32_t id, uint32_t gen) noexcept;

@@ -641,6 +641,7 @@ void put_bytes(int rank, uint64_t offset, const void* src, size_t bytes) {
     return;
   }
   ++m.pending;
+  const unhurried_sends one_way;  // it may share a datagram with what follows (a sync sends it)
   m.sent(m.ep.request_long(rank, m.put_req, std::span(static_cast<const std::byte*>(src), bytes), offset), "gas::put");
 }
 
@@ -659,6 +660,7 @@ void store_bytes(int rank, uint64_t offset, const void* src, size_t bytes) {
     m.ep.wake(rank);  // it may sleep in store_sync
     return;
   }
+  const unhurried_sends one_way;  // it may share a datagram with what follows (a sync sends it)
   m.sent(m.ep.request_long(rank, m.store_req, std::span(static_cast<const std::byte*>(src), bytes), offset),
          "gas::store");
 }

@@ -231,7 +231,7 @@ network::peer_state* network::state_of(int peer) noexcept {
 // ---- sending ----------------------------------------------------------------
 
 status network::send(int peer, message_header& m, const uint32_t* args, const void* data, uint32_t& done,
-                     uint32_t* until, bool waits) noexcept {
+                     uint32_t* until, bool waits, bool unhurried) noexcept {
   std::lock_guard lock(mutex_);
   peer_state* ps = state_of(peer);
   if (!ps) return status::resource;
@@ -348,8 +348,9 @@ status network::send(int peer, message_header& m, const uint32_t* args, const vo
     // Nagle's rule: a message goes at once when nothing else of the channel
     // is in flight (a lone ping-pong waits for nothing); otherwise its
     // datagram stays open for the messages that follow, until it is full,
-    // the program polls, or CLUMP_NET_COALESCE_US has passed.
-    e.open = packs && sc.in_flight() > 1;
+    // the program polls, or CLUMP_NET_COALESCE_US has passed. An unhurried
+    // one (one-way, its sender waits for nothing) waits so in any case.
+    e.open = packs && (sc.in_flight() > 1 || unhurried);
     if (e.open) {
       if (open_.empty()) {
         open_since_ = now;

@@ -142,8 +142,11 @@ class network {
   /// the whole message is handed over. `waits`: the caller blocks until then
   /// (the destination acknowledges the end at once); else it kept a copy of
   /// its own and the acknowledgement may wait for the answer to ride on.
+  /// `unhurried`: a message that fits in a datagram may wait there for the
+  /// ones that follow it even when nothing else of its channel is in flight
+  /// (clump::unhurried_sends); otherwise it leaves at once then.
   status send(int peer, message_header& m, const uint32_t* args, const void* data, uint32_t& done,
-              uint32_t* until = nullptr, bool waits = true) noexcept;
+              uint32_t* until = nullptr, bool waits = true, bool unhurried = false) noexcept;
   /// True once `peer` has acknowledged every datagram of m's channel before
   /// `until` (a lent payload is then no longer needed), or is unreachable.
   bool settled(int peer, const message_header& m, uint32_t until) noexcept;

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -820,12 +821,13 @@ int scenario_dead_peer(clump::runtime& rt) {
 
 // ---- a packed message while its sender computes ------------------------------
 
-int scenario_held(clump::runtime& rt, int compute_ms) {
+int scenario_held(clump::runtime& rt, int compute_ms, bool unhurried) {
   // Rank 0 sends rank 1 two messages back to back, so the second is packed
   // behind the first (still unacknowledged), then computes for compute_ms
   // without calling clump. The second must not wait for the end of that:
   // the library's service thread sends it. Several rounds: each finds the
-  // service thread at another point of its sleep.
+  // service thread at another point of its sleep. `unhurried`: one message,
+  // under clump::unhurried_sends, held though nothing else is in flight.
   clump::endpoint& ep = rt.endpoint();
   const int rounds = 10;
   int got = 0;
@@ -842,7 +844,12 @@ int scenario_held(clump::runtime& rt, int compute_ms) {
   rt.barrier();
   for (int r = 0; r < rounds; ++r) {
     if (rt.rank() == 0) {
-      for (int i = 0; i < 2; ++i) CHECK(ep.request(1, arrived, now_ns()) == clump::status::ok, "send %d", i);
+      if (unhurried) {
+        const clump::unhurried_sends scope;
+        CHECK(ep.request(1, arrived, now_ns()) == clump::status::ok, "send");
+      } else {
+        for (int i = 0; i < 2; ++i) CHECK(ep.request(1, arrived, now_ns()) == clump::status::ok, "send %d", i);
+      }
       const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(compute_ms);
       while (std::chrono::steady_clock::now() < until) {
       }
@@ -850,10 +857,72 @@ int scenario_held(clump::runtime& rt, int compute_ms) {
     rt.barrier();
   }
   if (rt.rank() == 1) {
-    CHECK(got == 2 * rounds, "%d of %d arrived", got, 2 * rounds);
+    const int sent = (unhurried ? 1 : 2) * rounds;
+    CHECK(got == sent, "%d of %d arrived", got, sent);
     std::printf("held: the latest message arrived %.1f ms after it was sent, while its sender computed for %d ms\n",
                 worst_ms, compute_ms);
     CHECK(worst_ms < compute_ms / 4.0, "a message waited %.1f ms for its sender's computation", worst_ms);
+  }
+  return failures;
+}
+
+// ---- unhurried sends share a datagram with what follows ------------------------
+
+int scenario_unhurried(clump::runtime& rt, int rounds) {
+  // Each round rank 0 sends rank 1 a short request, then a medium one, and
+  // waits for rank 1's answer to the second: the request channel is idle
+  // before the first, which therefore leaves at once in a datagram of its
+  // own (Nagle's rule), unless it is sent under clump::unhurried_sends: it
+  // then waits for the second, which joins it, and the wait sends both. Half
+  // the rounds each way, alternating; the first always arrives before the
+  // second, each once.
+  clump::endpoint& ep = rt.endpoint();
+  int firsts = 0, seconds = 0, out_of_order = 0;
+  bool answered = false;
+  auto answer = ep.on_reply([&](clump::token&) { answered = true; });
+  auto first = ep.on_request([&](clump::token&, uint32_t round) {
+    out_of_order += static_cast<int>(round) != firsts;
+    ++firsts;
+  });
+  auto second = ep.on_request([&](clump::token& t, std::span<const std::byte> p, uint32_t round) {
+    out_of_order += static_cast<int>(round) != seconds || firsts != seconds + 1;
+    out_of_order += !payload_ok(p, round);
+    ++seconds;
+    (void)t.reply(answer);
+  });
+  rt.barrier();
+  uint64_t datagrams[2] = {0, 0};  // sent by rank 0 in the rounds without and with the scope
+  if (rt.rank() == 0) {
+    for (int r = 0; r < rounds; ++r) {
+      const bool unhurried = r % 2 == 1;
+      const auto payload = make_payload(64, static_cast<uint32_t>(r));
+      const uint64_t before = clump::network_statistics().datagrams_sent;
+      {
+        std::optional<clump::unhurried_sends> scope;
+        if (unhurried) scope.emplace();
+        CHECK(ep.request(1, first, static_cast<uint32_t>(r)) == clump::status::ok, "round %d: first", r);
+      }
+      CHECK(ep.request(1, second, std::span<const std::byte>(payload), static_cast<uint32_t>(r)) == clump::status::ok,
+            "round %d: second", r);
+      rt.wait_until([&] { return answered; });
+      answered = false;
+      datagrams[unhurried] += clump::network_statistics().datagrams_sent - before;
+    }
+    std::printf("unhurried: rank 0 sent %llu datagrams in %d rounds without the scope, %llu in %d with it\n",
+                static_cast<unsigned long long>(datagrams[0]), (rounds + 1) / 2,
+                static_cast<unsigned long long>(datagrams[1]), rounds / 2);
+    // Without: two datagrams a round at least (acks besides). With: one a
+    // round, but for a round whose sender the scheduler stopped between the
+    // two sends for longer than CLUMP_NET_COALESCE_US.
+    CHECK(datagrams[0] >= 2u * static_cast<uint64_t>((rounds + 1) / 2), "%llu datagrams without the scope",
+          static_cast<unsigned long long>(datagrams[0]));
+    CHECK(datagrams[1] * 4 <= datagrams[0] * 3, "the scope saved too few datagrams: %llu against %llu",
+          static_cast<unsigned long long>(datagrams[1]), static_cast<unsigned long long>(datagrams[0]));
+  }
+  rt.barrier();
+  if (rt.rank() == 1) {
+    CHECK(firsts == rounds && seconds == rounds, "%d and %d of %d arrived", firsts, seconds, rounds);
+    CHECK(out_of_order == 0, "%d messages out of order or with wrong bytes", out_of_order);
   }
   return failures;
 }
@@ -1280,7 +1349,9 @@ int main(int argc, char** argv) {
   else if (what == "idle") failed = rt.size() >= 2 ? scenario_idle(rt) : (std::fprintf(stderr, "idle needs 2 ranks\n"), 1);
   else if (what == "worker") failed = rt.size() >= 2 ? scenario_worker(rt) : (std::fprintf(stderr, "worker needs 2 ranks\n"), 1);
   else if (what == "dead_peer") failed = rt.size() >= 2 ? scenario_dead_peer(rt) : (std::fprintf(stderr, "dead_peer needs 2 ranks\n"), 1);
-  else if (what == "held") failed = rt.size() >= 2 ? scenario_held(rt, arg) : (std::fprintf(stderr, "held needs 2 ranks\n"), 1);
+  else if (what == "held") failed = rt.size() >= 2 ? scenario_held(rt, arg, false) : (std::fprintf(stderr, "held needs 2 ranks\n"), 1);
+  else if (what == "held_unhurried") failed = rt.size() >= 2 ? scenario_held(rt, arg, true) : (std::fprintf(stderr, "held_unhurried needs 2 ranks\n"), 1);
+  else if (what == "unhurried") failed = rt.size() >= 2 ? scenario_unhurried(rt, arg) : (std::fprintf(stderr, "unhurried needs 2 ranks\n"), 1);
   else if (what == "progress") failed = rt.size() >= 2 ? scenario_progress(rt, arg == 1) : (std::fprintf(stderr, "progress needs 2 ranks\n"), 1);
   else if (what == "reads") failed = scenario_reads(rt, arg);
   else if (what == "answered_reads") failed = scenario_answered_reads(rt, arg);

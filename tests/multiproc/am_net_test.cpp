@@ -152,6 +152,27 @@ TEST(packing, a_packed_message_does_not_wait_for_its_sender_to_compute) {
   }
 }
 
+// clump::unhurried_sends: a message sent while the request channel is idle
+// waits for the next one to the same rank, which joins its datagram (fewer
+// datagrams than without the scope, in the same job), both delivered once
+// and in order.
+TEST(packing, an_unhurried_message_waits_for_the_next_and_shares_its_datagram) {
+  auto r = job(2, {"unhurried", "200"}, {"CLUMP_PROTOCOL=net"});
+  EXPECT_JOB_OK(r);
+  EXPECT_NE(r.output.find("unhurried: rank 0 sent"), std::string::npos) << r.output;
+}
+
+// A lone unhurried message, whose sender then computes for 200 ms without
+// calling clump, is sent by the service thread long before that ends (4 jobs
+// of 10 tries, as above).
+TEST(packing, a_lone_unhurried_message_does_not_wait_for_its_sender_to_compute) {
+  for (int job_number = 0; job_number < 4; ++job_number) {
+    auto r = job(2, {"held_unhurried", "200"}, {"CLUMP_PROTOCOL=net"});
+    EXPECT_JOB_OK(r);
+    EXPECT_NE(r.output.find("held: the latest message arrived"), std::string::npos) << r.output;
+  }
+}
+
 TEST_P(over_net, request_storm_with_tiny_queues_and_windows_does_not_deadlock) {
   EXPECT_JOB_OK(run(3, {"storm", "1000"},
                     {"CLUMP_SHM_QUEUE_DEPTH=16", "CLUMP_SHM_MEDIUM_RING=16K", "CLUMP_MAX_MEDIUM=8K", "CLUMP_NET_WINDOW=4"},

@@ -189,7 +189,8 @@ status net_transport::send_net(detail::endpoint_impl& from, remote_endpoint& to,
   const void* data = copy.empty() ? msg.data : copy.data();
   uint32_t until = 0;
   for (unsigned round = 0;; ++round) {
-    const status s = net.send(to.rank, m, msg.args, data, done, lent || !copy.empty() ? &until : nullptr, lent);
+    const status s = net.send(to.rank, m, msg.args, data, done, lent || !copy.empty() ? &until : nullptr, lent,
+                              detail::unhurried_depth > 0);
     if (s == status::ok) {
       if (!copy.empty()) keep_until_read(to.rank, m, until, std::move(copy));
       if (!lent) return s;
