@@ -114,8 +114,8 @@ const setting_def registry[] = {
      "short and medium messages (and long ones that fit) to a peer that still has datagrams in flight are packed "
      "into one datagram while it fills, for at most this long while the program calls clump (its next send or "
      "poll sends it; a program that computes without calling clump has it sent by the library's service thread "
-     "within a few ms); a message to a peer with nothing in flight, and every poll or wait, sends at once; 0: a "
-     "datagram per message",
+     "within a few ms); a message to a peer with nothing in flight (unless sent under clump::unhurried_sends, as "
+     "gas::store and gas::put are), and every poll or wait, sends at once; 0: a datagram per message",
      false},
     {"CLUMP_NET_ADDRESS", setting_type::string, "auto",
      "IPv4 address of this process's UDP socket; auto: the first non-loopback interface, else 127.0.0.1 "

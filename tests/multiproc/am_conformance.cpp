@@ -861,7 +861,11 @@ int scenario_held(clump::runtime& rt, int compute_ms, bool unhurried) {
     CHECK(got == sent, "%d of %d arrived", got, sent);
     std::printf("held: the latest message arrived %.1f ms after it was sent, while its sender computed for %d ms\n",
                 worst_ms, compute_ms);
-    CHECK(worst_ms < compute_ms / 4.0, "a message waited %.1f ms for its sender's computation", worst_ms);
+    // Half the computation: a message that waited for its end would take all
+    // of it. (The service thread shares the computing thread's core: with
+    // other jobs running, 8 to 16 ms was seen beside 4 busy loops here, and
+    // 52 ms once in CI.)
+    CHECK(worst_ms < compute_ms / 2.0, "a message waited %.1f ms for its sender's computation", worst_ms);
   }
   return failures;
 }
