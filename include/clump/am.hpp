@@ -412,10 +412,14 @@ class bundle {
   /// each poll that finds nothing then gives the core away (sched_yield),
   /// the next looks at the network whatever the adaptive poller says, and
   /// the wait sleeps only after 2 ms of that (CLUMP_SPIN_BEFORE_SLEEP_US
-  /// when set): a sleeper's wake-up costs more than a yield there.
+  /// when set): a sleeper's wake-up costs more than a yield there. A
+  /// crowded wait that starts with network sends held back for packing
+  /// sends them and gives the core away before its first poll: no answer
+  /// to them can be here yet.
   template <class Pred>
   void wait_until(Pred&& done) {
     const bool crowded = crowded_host();
+    if (crowded && !done() && network_holding()) give_way();
     auto spin_until = std::chrono::steady_clock::now() + spin_time(crowded);
     auto last_work = std::chrono::steady_clock::now();
     while (!done()) {
@@ -462,6 +466,7 @@ class bundle {
  private:
   static std::chrono::microseconds spin_time(bool crowded) noexcept;
   static bool crowded_host() noexcept;
+  bool network_holding() const noexcept;
   void give_way() noexcept;
   unsigned poll_endpoints() noexcept;
   detail::bundle_impl* impl_;

@@ -99,11 +99,26 @@ std::chrono::microseconds bundle::spin_time(bool crowded) noexcept {
 
 bool bundle::crowded_host() noexcept { return am::process::get().crowded(); }
 
+bool bundle::network_holding() const noexcept {
+  const am::transport* net = impl_->proc->polled();
+  return net && net->holding();
+}
+
 void bundle::give_way() noexcept {
   // The network's turn comes at the next poll: between yields, polls are
   // too few for the adaptive poller's count (it would look at the socket
   // once in 8 to 32 of them, each after a trip through the scheduler).
   impl_->net_poller.force();
+  // What this rank holds back for packing goes before the core does: the
+  // rank that answers it may be the one that gets the core. (After a poll
+  // nothing is held: the poll sent it. Before a wait's first poll it may be:
+  // wait_until gives way first when it is, rather than look at the socket
+  // for an answer to messages that have not left.) Over the network with 4
+  // ranks on 2 cores, sample sort, whose every key is a store held for the
+  // fetch_add that follows, spent 1.25 s in place of 1.50 s (median of 9
+  // runs each, alternated): a receive system call (1.5 us here) fewer per
+  // key on each side, and a tenth of the context switches.
+  if (am::transport* net = impl_->proc->polled(); net && net->holding()) net->flush();
   ::sched_yield();
 }
 

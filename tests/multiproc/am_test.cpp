@@ -122,6 +122,14 @@ TEST(crowded, a_host_with_more_ranks_than_cores_is_told_and_its_waits_give_way) 
       EXPECT_JOB_OK(r);
       EXPECT_NE(r.output.find(said), std::string::npos) << protocol << " " << scenario << "\n" << r.output;
     }
+  // A crowded wait that starts with sends held back for packing sends them
+  // and gives the core away before it polls (bundle::wait_until): the held
+  // messages still leave together, and arrive once and in order.
+  r = on_one_core({CLUMPRUN, "-n", "2", "--timeout", "120", AM_CONFORMANCE, "unhurried", "200"},
+                  {"CLUMP_PROTOCOL=net", "CLUMP_VERBOSE=1"});
+  EXPECT_JOB_OK(r);
+  EXPECT_NE(r.output.find("crowded host: 2 ranks of the job on 1 core;"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("unhurried: rank 0 sent"), std::string::npos) << r.output;
   // Not crowded: one rank on one core; crowded waits turned off.
   r = on_one_core({CLUMPRUN, "-n", "1", AM_CONFORMANCE, "kinds"}, {"CLUMP_VERBOSE=1", "CLUMP_SEGMENT_SIZE=8M"});
   EXPECT_JOB_OK(r);
