@@ -115,9 +115,9 @@ void bundle::give_way() noexcept {
   // wait_until gives way first when it is, rather than look at the socket
   // for an answer to messages that have not left.) Over the network with 4
   // ranks on 2 cores, sample sort, whose every key is a store held for the
-  // fetch_add that follows, spent 1.25 s in place of 1.50 s (median of 9
-  // runs each, alternated): a receive system call (1.5 us here) fewer per
-  // key on each side, and a tenth of the context switches.
+  // fetch_add that follows, took 1.28 s in place of 1.54 s (medians of 7
+  // alternated runs): a receive system call (1.5 us here) fewer per key on
+  // each side, and a tenth fewer context switches.
   if (am::transport* net = impl_->proc->polled(); net && net->holding()) net->flush();
   ::sched_yield();
 }
