@@ -100,6 +100,19 @@ class link {
   /// reliable endpoint; it may still hand them over out of order): gaps are
   /// then never repaired at once, only after the retransmission timeout.
   virtual bool reliable() const noexcept { return false; }
+  // A reliable link tells the retransmission timers what its provider still
+  // carries: a datagram being delivered is not lost, and a large one can take
+  // longer than a round trip of small ones (over udp;ofi_rxd a datagram of
+  // 1 MiB is some 700 packets under a window of 32). Other links: 0, false
+  // and the epoch (the timers count from the last transmission).
+  /// The number queue() gave the datagram it took last (each call takes one).
+  virtual uint64_t last_queued() const noexcept { return 0; }
+  /// True while the datagram numbered `ticket` is the provider's to deliver
+  /// (waiting in the link, or sent and not completed); false once it is
+  /// delivered or dropped.
+  virtual bool carrying(int /*rank*/, uint64_t /*ticket*/) const noexcept { return false; }
+  /// When a send to `rank` last completed or was dropped.
+  virtual clock::time_point delivered(int /*rank*/) const noexcept { return {}; }
 
   virtual const link_counters& counters() const noexcept = 0;
 

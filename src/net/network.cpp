@@ -23,6 +23,9 @@ constexpr uint32_t ring_size = 64;
 /// Retransmission timeout bounds before the first round trip is measured, and at most.
 constexpr double initial_rto_us = 5000;
 constexpr double max_rto_us = 1e6;
+// Over a reliable link, a datagram larger than this does not carry the acks
+// the peer waits for alone (transmit).
+constexpr size_t ack_ahead_bytes = 64 * 1024;
 /// How often a stalled channel offers its head message again.
 constexpr auto stall_retry = std::chrono::microseconds(200);
 /// The service thread takes the network over from a program that has not
@@ -61,6 +64,11 @@ struct network::send_entry {
   link::exposure exposed;      // a message by a read: its payload, exposed until acknowledged
   auth_trailer trailer;        // CLUMP_NET_AUTH, lent payload: signed anew at every transmission (the acks change)
   uint64_t queued_in = ~uint64_t{0};  // the socket's batch it waits in, if it waits (see transmit)
+  // A reliable link (see run_timers): its number for the last transmission,
+  // and until when the provider carried it, once known.
+  uint64_t ticket = 0;
+  clock::time_point carried_until;
+  bool delivery_known = false;
 };
 
 struct network::send_channel {
@@ -429,6 +437,14 @@ void network::transmit(peer_state& p, int rank, send_entry& e, clock::time_point
   const uint64_t batch = on_link([](auto& l) { return l.flushes(); });
   if (e.queued_in == batch) return;
   e.queued_in = batch;
+  // A large datagram over a provider is delivered long after it is handed
+  // over (udp;ofi_rxd moves 1 MiB in some 700 packets under a window of 32):
+  // acks that the peer waits for go ahead of it in a datagram of their own,
+  // or its timers would send again what it has delivered.
+  if (p.unacked && e.bytes.size() + e.lent_bytes > ack_ahead_bytes && link_->reliable()) {
+    send_ack(p, rank);
+    e.queued_in = on_link([](auto& l) { return l.flushes(); });  // (the ack may have sent the batch)
+  }
   // Piggyback the acknowledgements as they are now.
   datagram_header h;
   std::memcpy(&h, e.bytes.data(), sizeof h);
@@ -439,20 +455,25 @@ void network::transmit(peer_state& p, int rank, send_entry& e, clock::time_point
   p.unacked = 0;
   e.last_sent = now;
   ++e.transmissions;
-  if (!auth_)
-    return on_link([&](auto& l) { l.queue(rank, e.bytes.data(), e.bytes.size(), e.lent, e.lent_bytes, nullptr, 0); });
-  if (!e.lent) {
+  if (!auth_) {
+    on_link([&](auto& l) { l.queue(rank, e.bytes.data(), e.bytes.size(), e.lent, e.lent_bytes, nullptr, 0); });
+  } else if (!e.lent) {
     // In one piece, trailer included: one buffer for the system call.
     const size_t signed_n = e.bytes.size() - sizeof e.trailer;
     auth_->sign({e.bytes.data(), signed_n}, {}, e.trailer);
     std::memcpy(e.bytes.data() + signed_n, &e.trailer, sizeof e.trailer);
-    return on_link([&](auto& l) { l.queue(rank, e.bytes.data(), e.bytes.size(), nullptr, 0, nullptr, 0); });
+    on_link([&](auto& l) { l.queue(rank, e.bytes.data(), e.bytes.size(), nullptr, 0, nullptr, 0); });
+  } else {
+    auth_->sign(e.bytes, {e.lent, e.lent_bytes}, e.trailer);
+    on_link([&](auto& l) {
+      l.queue(rank, e.bytes.data(), e.bytes.size(), e.lent, e.lent_bytes,
+              reinterpret_cast<const std::byte*>(&e.trailer), sizeof e.trailer);
+    });
   }
-  auth_->sign(e.bytes, {e.lent, e.lent_bytes}, e.trailer);
-  on_link([&](auto& l) {
-    l.queue(rank, e.bytes.data(), e.bytes.size(), e.lent, e.lent_bytes, reinterpret_cast<const std::byte*>(&e.trailer),
-            sizeof e.trailer);
-  });
+  if (!udp_) [[unlikely]] {  // (see run_timers)
+    e.ticket = link_->last_queued();
+    e.delivery_known = false;
+  }
 }
 
 void network::send_ack(peer_state& p, int rank, datagram_type type) noexcept {
@@ -1027,7 +1048,28 @@ void network::run_timers(clock::time_point now) noexcept {
       const double backoff = static_cast<double>(1u << std::min<uint32_t>(e.transmissions - 1, 8));
       const bool tail = probes && !all_held && oldest == newest_seq && e.transmissions == 1;
       const double wait = tail ? probe : std::min(max_rto_us, rto * backoff * (all_held ? 8 : 1));
-      auto due = std::max(e.last_sent, sc.progress) + std::chrono::microseconds(static_cast<int64_t>(wait));
+      // Over a reliable link the timer waits while the provider still
+      // carries the datagram (link::carrying), and counts from when it
+      // stopped: the first time the timer finds it delivered (or dropped),
+      // the last send to the peer that ended is taken for its end, once, so
+      // that later traffic (keep-alives) cannot put its timeout off for
+      // ever. What took the provider long to hand over may take the peer as
+      // long to take in (tcp;ofi_rxm completes a send of 1 MiB once it is in
+      // the socket): its answer gets as long again.
+      clock::time_point carried{};
+      if (!udp_ && e.ticket) [[unlikely]] {
+        if (link_->carrying(rank, e.ticket)) {
+          e.carried_until = now;
+        } else if (!e.delivery_known) {
+          e.delivery_known = true;
+          e.carried_until = std::max(e.carried_until, link_->delivered(rank));
+        }
+        if (e.carried_until > e.last_sent) carried = e.carried_until;
+      }
+      auto due = std::max({e.last_sent, sc.progress, carried}) + std::chrono::microseconds(static_cast<int64_t>(wait));
+      if (carried != clock::time_point{})
+        due = std::max(due, carried + std::min<clock::duration>(carried - e.last_sent,
+                                                                std::chrono::microseconds(static_cast<int64_t>(max_rto_us))));
       if (due <= now) {
         ++retransmits_, ++resent_[tail ? 1 : 0];
         transmit(p, rank, e, now);

@@ -52,6 +52,7 @@ struct buffer {
   bool read = false;           // a read (link::read): no bytes of its own
   uint64_t read_id = 0;
   int rank = -1;               // a send's destination
+  uint64_t ticket = 0;         // a send's number (link::last_queued)
   bool first_contact = false;  // sent before any send to that rank completed
   size_t length = 0;           // bytes in use (a send's datagram, a receive's arrival)
   net::clock::time_point since{};  // a send waiting in the backlog: when it was first refused
@@ -116,6 +117,16 @@ class ofi_link final : public net::link {
            std::chrono::duration_cast<net::clock::duration>(std::chrono::milliseconds(10)).count();
   }
   bool reliable() const noexcept override { return true; }
+  uint64_t last_queued() const noexcept override { return queued_; }
+  bool carrying(int rank, uint64_t ticket) const noexcept override {
+    if (rank < 0 || static_cast<size_t>(rank) >= peers_.size()) return false;
+    const std::vector<uint64_t>& c = peers_[static_cast<size_t>(rank)].carrying;
+    return std::binary_search(c.begin(), c.end(), ticket);
+  }
+  net::clock::time_point delivered(int rank) const noexcept override {
+    return rank < 0 || static_cast<size_t>(rank) >= peers_.size() ? net::clock::time_point{}
+                                                                   : peers_[static_cast<size_t>(rank)].delivered;
+  }
   const net::link_counters& counters() const noexcept override { return counters_; }
 
   size_t max_read() const noexcept override { return max_read_; }
@@ -131,9 +142,12 @@ class ofi_link final : public net::link {
   struct peer {
     fi_addr_t at = FI_ADDR_UNSPEC;
     bool reached = false;  // a send to it has completed: its connection is made
+    std::vector<uint64_t> carrying;      // the numbers of its datagrams in the backlog or posted, ascending
+    net::clock::time_point delivered{};  // when a send to it last completed or was dropped
     std::vector<std::byte> name;
   };
   void sent(buffer& b, bool ok) noexcept;  // a send's completion
+  void let_go(const buffer& b) noexcept;  // a send's datagram leaves the link's hands (completed or dropped)
   void read_ended(buffer& b, bool ok) noexcept;  // a read's completion
   void fail(const char* call, int rc);  // closes what is open, throws
   void close_all() noexcept;
@@ -197,6 +211,7 @@ class ofi_link final : public net::link {
   std::atomic<size_t> reads_in_flight_{0};
   std::atomic<size_t> reads_unreported_{0};  // reads_ended_.size(), for sleep_limit() without the lock
   uint64_t flushes_ = 0;
+  uint64_t queued_ = 0;  // queue() calls (link::last_queued)
   net::link_counters counters_;
 };
 
@@ -460,6 +475,7 @@ bool ofi_link::post_send(buffer& b) noexcept {
   if (rc == -FI_EAGAIN) return false;
   // Refused for good: as if lost (the protocol sends it again).
   counters_.send_errors++;
+  let_go(b);
   free_sends_.push_back(&b);
   return true;
 }
@@ -481,6 +497,7 @@ buffer* ofi_link::take_send_buffer() noexcept {
 
 void ofi_link::queue(int rank, const std::byte* data, size_t n, const std::byte* body, size_t body_n,
                      const std::byte* tail, size_t tail_n) noexcept {
+  ++queued_;  // (its number, taken or not)
   if (rank < 0 || static_cast<size_t>(rank) >= peers_.size() || peers_[rank].at == FI_ADDR_UNSPEC) {
     counters_.send_errors++;
     return;
@@ -500,6 +517,16 @@ void ofi_link::queue(int rank, const std::byte* data, size_t n, const std::byte*
   std::memcpy(b->bytes.get(), data, n);
   if (body_n) std::memcpy(b->bytes.get() + n, body, body_n);
   if (tail_n) std::memcpy(b->bytes.get() + n + body_n, tail, tail_n);
+  b->ticket = queued_;
+  // (Numbers only grow, so the list stays in order; it holds at most the send buffers.)
+  std::vector<uint64_t>& carrying = peers_[static_cast<size_t>(rank)].carrying;
+  try {
+    carrying.push_back(queued_);
+  } catch (...) {
+    counters_.send_errors++;
+    free_sends_.push_back(b);
+    return;
+  }
   // Behind what waits already, to keep the order datagrams were queued in.
   if (backlog_.empty()) {
     // Refused while the provider makes the connection (the first datagram
@@ -523,6 +550,7 @@ void ofi_link::retry_backlog(net::clock::time_point now) noexcept {
       // peer unreachable.
       if (now - b->since < std::chrono::milliseconds(200)) return;
       counters_.send_errors++;
+      let_go(*b);
       free_sends_.push_back(b);
     }
     backlog_.pop_front();
@@ -580,7 +608,15 @@ void ofi_link::sent(buffer& b, bool ok) noexcept {
     first_contacts_.fetch_sub(1, std::memory_order_relaxed);
   }
   if (ok) peers_[static_cast<size_t>(b.rank)].reached = true;
+  let_go(b);
   free_sends_.push_back(&b);
+}
+
+void ofi_link::let_go(const buffer& b) noexcept {
+  peer& p = peers_[static_cast<size_t>(b.rank)];
+  const auto at = std::lower_bound(p.carrying.begin(), p.carrying.end(), b.ticket);
+  if (at != p.carrying.end() && *at == b.ticket) p.carrying.erase(at);
+  p.delivered = net::clock::now();
 }
 
 void ofi_link::read_ended(buffer& b, bool ok) noexcept {
