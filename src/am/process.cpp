@@ -142,7 +142,7 @@ process::process() {
   if (!net_ && !any_net) return;  // CLUMP_PROTOCOL=multi without a socket (a job of one): nothing to keep open
   if (!net_)
     throw error(status::resource, "starting the network",
-                "some ranks of this job are on other nodes, but this process has no network socket: " + net_failure);
+                "some ranks of this job are on other nodes, but this process could not open its network: " + net_failure);
   std::vector<std::vector<std::byte>> addresses(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r)
     if (net_rank[static_cast<size_t>(r)]) {
