@@ -165,8 +165,9 @@ const setting_def registry[] = {
      "the rest (process_vm_readv), one copy on each of two cores; 0: never",
      false},
     {"CLUMP_NET_FAULT", setting_type::string, "",
-     "fault injection for tests: drop=P,dup=P,reorder=P,delay=P,delay_us=N,dir=in|out|both,seed=N (P a "
-     "probability per datagram)",
+     "fault injection for tests: drop=P,dup=P,reorder=P,delay=P,delay_us=N,open_us=N,dir=in|out|both,seed=N (P a "
+     "probability per datagram; open_us: each path opens N µs after its first datagram, as a provider that connects "
+     "on a first send)",
      false},
     {"CLUMP_JOIN_TIMEOUT_S", setting_type::integer, "30",
      "under srun or mpirun: how long a rank waits for the other ranks of its host to join; one that never "
@@ -430,19 +431,21 @@ bool parse_fault_plan(const std::string& text, config::fault_plan& out, std::str
       out.outgoing = value != "in";
       continue;
     }
-    if (key == "seed" || key == "delay_us") {
+    if (key == "seed" || key == "delay_us" || key == "open_us") {
       errno = 0;
       unsigned long long v = std::strtoull(value.c_str(), &end, 0);
       if (value.empty() || !std::isdigit(static_cast<unsigned char>(value[0])) || *end || errno == ERANGE) {
         why = key + "=" + value + " is not a whole number";
         return false;
       }
-      if (key == "delay_us" && v > 10'000'000) {
-        why = "delay_us=" + value + " is more than 10 s (10000000)";
+      if (key != "seed" && v > 10'000'000) {
+        why = key + "=" + value + " is more than 10 s (10000000)";
         return false;
       }
       if (key == "seed")
         out.seed = v;
+      else if (key == "open_us")
+        out.open_us = static_cast<uint32_t>(v);
       else
         out.delay_us = static_cast<uint32_t>(v);
       continue;
@@ -457,7 +460,7 @@ bool parse_fault_plan(const std::string& text, config::fault_plan& out, std::str
     else if (key == "reorder") out.reorder = p;
     else if (key == "delay") out.delay = p;
     else {
-      why = "unknown fault '" + key + "' (drop, dup, reorder, delay, delay_us, dir, seed)";
+      why = "unknown fault '" + key + "' (drop, dup, reorder, delay, delay_us, open_us, dir, seed)";
       return false;
     }
   }

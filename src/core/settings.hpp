@@ -56,6 +56,7 @@ struct config {
   struct fault_plan {
     double drop = 0, duplicate = 0, reorder = 0, delay = 0;  // probabilities per datagram
     uint32_t delay_us = 1000;
+    uint32_t open_us = 0;  // a path to a peer opens this long after the first datagram to it
     bool outgoing = true, incoming = true;
     uint64_t seed = 1;
   } net_fault;

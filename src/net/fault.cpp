@@ -26,14 +26,34 @@ void fault_link::count(fate f) noexcept {
   }
 }
 
+clock::time_point fault_link::opening(int rank, clock::time_point now) noexcept {
+  if (plan_.open_us == 0 || rank < 0) return {};
+  try {
+    if (opens_.size() <= static_cast<size_t>(rank)) opens_.resize(static_cast<size_t>(rank) + 1);
+  } catch (...) {
+    return {};  // no memory to remember it: open
+  }
+  clock::time_point& at = opens_[static_cast<size_t>(rank)];
+  if (at == clock::time_point{}) at = now + std::chrono::microseconds(plan_.open_us);
+  return at;
+}
+
 void fault_link::queue(int rank, const std::byte* data, size_t n, const std::byte* body, size_t body_n,
                        const std::byte* tail, size_t tail_n) noexcept {
-  const fate f = plan_.outgoing ? draw() : fate::pass;
+  fate f = plan_.outgoing ? draw() : fate::pass;
+  // A path that is not open yet (open_us) holds what is not lost, in
+  // order, as a provider holds its sends while it connects.
+  const auto now = clock::now();
+  const clock::time_point opens = opening(rank, now);
+  if (opens > now && f != fate::drop) f = fate::delay;
   if (f == fate::reorder || f == fate::delay) {
-    // Reordered: sent after the datagrams queued behind it; delayed: after delay_us.
+    // Reordered: sent after the datagrams queued behind it; delayed: after
+    // delay_us (or once its path opens).
     try {
       held h{rank, std::vector<std::byte>(data, data + n), false, {},
-             f == fate::delay ? clock::now() + std::chrono::microseconds(plan_.delay_us) : clock::time_point{}};
+             opens > now                 ? opens
+             : f == fate::delay          ? now + std::chrono::microseconds(plan_.delay_us)
+                                         : clock::time_point{}};
       h.bytes.insert(h.bytes.end(), body, body + body_n);
       h.bytes.insert(h.bytes.end(), tail, tail + tail_n);
       held_out_.push_back(std::move(h));

@@ -38,7 +38,7 @@ class random_source {
 
 /// True when `plan` injects any fault.
 inline bool injects(const core::config::fault_plan& plan) noexcept {
-  return plan.drop > 0 || plan.duplicate > 0 || plan.reorder > 0 || plan.delay > 0;
+  return plan.drop > 0 || plan.duplicate > 0 || plan.reorder > 0 || plan.delay > 0 || plan.open_us > 0;
 }
 
 class fault_link final : public link {
@@ -99,11 +99,14 @@ class fault_link final : public link {
   enum class fate { pass, drop, reorder, delay, duplicate };
   fate draw() noexcept;
   void count(fate f) noexcept;
+  /// open_us: when the path to `rank` opens (now or earlier: open).
+  clock::time_point opening(int rank, clock::time_point now) noexcept;
 
   std::unique_ptr<link> inner_;
   core::config::fault_plan plan_;
   random_source random_;
-  std::deque<held> held_out_;  // reordered (due now: after the batch) or delayed
+  std::deque<held> held_out_;  // reordered (due now: after the batch), delayed, or waiting for its path to open
+  std::vector<clock::time_point> opens_;  // open_us: per destination, when its path opens (none yet: the epoch)
   std::deque<held> held_in_;
   std::vector<held> leaving_;  // sent in the current flush: kept until it returns
   link_counters faults_;       // the fault_* counters

@@ -116,6 +116,7 @@ struct network::peer_state {
   double srtt_us = 0, rttvar_us = 0, min_rtt_us = 1e9;
   bool rtt_known = false;
   clock::time_point heard;  // the last time it showed it is alive (or our first datagram to it)
+  clock::time_point first_heard;  // when its first datagram came (none yet: the epoch)
   clock::time_point pinged;  // the last keep-alive we sent it
   // Acks and pings go out of these: a few, since several may wait in one
   // batch (an authenticated one must not be overwritten before it leaves:
@@ -630,6 +631,7 @@ void network::on_datagram(const std::byte* bytes, size_t n, const origin& from, 
   const int rank = static_cast<int>(d.h.src_rank);
   core::heard_from_outside();  // see core/tsan.hpp
   p->heard = now;
+  if (p->first_heard == clock::time_point{}) p->first_heard = now;
   on_acks(*p, rank, d.h, now);
   if (d.h.type == static_cast<uint8_t>(datagram_type::data))
     on_data(*p, rank, bytes, n, d, now);
@@ -666,11 +668,17 @@ void network::on_acks(peer_state& p, int rank, const datagram_header& h, clock::
       // One round-trip sample per ack, from the newest datagram it covers
       // that was sent once (Karn: the ack of a datagram sent twice could be
       // the first one's) and not held behind a gap (its ack then measures
-      // the gap, not the path).
+      // the gap, not the path), and sent after the peer was first heard
+      // from: a round trip begun before then includes the making of the path
+      // (tcp;ofi_rxm connects on a first send, each way), hundreds of ms on
+      // a crowded host. Such a first sample would be the timeout and the
+      // shortest round trip until the next, which a window stuck behind a
+      // loss never takes: under 10% loss, a peer's requests then stalled
+      // for seconds, each repair a whole inflated timeout.
       uint32_t at = a - 1;
       while (at != sc.acked && (sc.at(at).transmissions != 1 || sc.at(at).held)) --at;
       const send_entry& newest = sc.at(at);
-      if (newest.transmissions == 1 && !newest.held) {
+      if (newest.transmissions == 1 && !newest.held && newest.first_sent >= p.first_heard) {
         // Two estimates from one sample. The retransmission timeout follows
         // the whole response time, whatever made it long: a receiver that
         // computes, a process the scheduler left waiting (16 ranks on 2

@@ -627,6 +627,13 @@ int scenario_dead(clump::runtime& rt) {
   } else {
     clump::rpc(0, finish).wait();
     rt.wait_until([] { return released; });
+    // The answer to release may not have left yet (it is sent at the end of
+    // the poll that ran it, or later if packed): leaving now failed rank 0's
+    // wait for it (3 jobs in 150, 3 at a time). Rank 0 leaves once it has
+    // it; until then this rank polls on (its process looked at, as the
+    // victim's above).
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (kill(pids[0], 0) == 0 && std::chrono::steady_clock::now() < until) rt.bundle().poll();
   }
   std::fflush(nullptr);
   std::_Exit(failures ? 1 : 0);  // the engine's and runtime's barriers would wait for the victim

@@ -321,6 +321,7 @@ int scenario_flood(clump::runtime& rt, int per_rank) {
     ++total;
   });
   rt.barrier();
+  const auto t0 = std::chrono::steady_clock::now();
   // Every rank, rank 0 included, floods rank 0; a tenth are medium messages.
   for (int i = 0; i < per_rank; ++i) {
     clump::status s;
@@ -338,7 +339,8 @@ int scenario_flood(clump::runtime& rt, int per_rank) {
     CHECK(out_of_order == 0, "%d messages out of order", out_of_order);
     CHECK(bad_payload == 0, "%d payloads corrupted", bad_payload);
     for (int r = 0; r < n; ++r) CHECK(next[static_cast<size_t>(r)] == per_rank, "from rank %d: %d", r, next[static_cast<size_t>(r)]);
-    std::printf("flood: %d messages from %d ranks arrived exactly once\n", total, n);
+    std::printf("flood: %d messages from %d ranks arrived exactly once in %.3f s\n", total, n,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   rt.barrier();
   // What the network did, where it was used (the tests of packing read it).
@@ -1045,8 +1047,8 @@ int scenario_killed(clump::runtime& rt) {
   CHECK(other == 0, "%d came back for another reason", other);
   // (Replies before the kill are likely but not certain: the victim may die
   // with its replies still in flight, lost to injected faults.)
-  std::printf("killed peer: rank %d got %d replies, then %d messages back unreachable\n", rt.rank(), replies,
-              unreachable);
+  std::printf("killed peer: rank %d got %d replies, then %d messages back unreachable; found %.2f s after the last reply\n",
+              rt.rank(), replies, unreachable, found);
   std::fflush(nullptr);
   std::_Exit(failures ? 1 : 0);  // no final barrier: the victim cannot join it
 }

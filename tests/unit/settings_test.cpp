@@ -46,6 +46,11 @@ TEST(settings, fault_plan_refuses_negative_and_huge_numbers) {
   EXPECT_FALSE(parse_fault_plan("seed=-7", plan, why));
   EXPECT_FALSE(parse_fault_plan("seed=99999999999999999999999", plan, why));
   EXPECT_TRUE(parse_fault_plan("delay_us=10000000,seed=7", plan, why)) << why;
+  EXPECT_FALSE(parse_fault_plan("open_us=-1", plan, why));
+  EXPECT_FALSE(parse_fault_plan("open_us=10000001", plan, why));
+  EXPECT_NE(why.find("open_us=10000001 is more than 10 s"), std::string::npos) << why;
+  EXPECT_TRUE(parse_fault_plan("open_us=300000,drop=0.1", plan, why)) << why;
+  EXPECT_EQ(plan.open_us, 300000u);
 }
 
 TEST(settings, every_setting_is_named_clump_and_documented) {
